@@ -1,0 +1,376 @@
+//! `(path, access) -> Decision`: the one place the scope algebra is implemented.
+
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+
+use globset::Candidate;
+use serde::Serialize;
+
+use crate::path::CanonicalPath;
+use crate::resolve::ResolvedPolicy;
+use crate::scope::{Access, Level, RuleId, RuleSource, ScopeKind, ScopeTarget};
+
+/// The answer for one `(path, access)`. Cheap to produce; render a [`Denial`] with
+/// [`ResolvedPolicy::denial`] when a refusal must be explained.
+#[must_use]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(tag = "decision", rename_all = "kebab-case")]
+pub enum Decision {
+    /// Permitted; `rule` is the rule that set the level.
+    Allow {
+        /// The level the path has.
+        level: Level,
+        /// The deciding rule.
+        rule: RuleId,
+    },
+    /// Refused; `rule` is the deciding rule, `None` for default deny.
+    Deny {
+        /// Why, in one word.
+        cause: DenyCause,
+        /// The level the path has (lower than the access needs).
+        level: Level,
+        /// The deciding rule.
+        rule: Option<RuleId>,
+    },
+}
+
+impl Decision {
+    /// Whether the access is permitted.
+    pub fn is_allow(&self) -> bool {
+        matches!(self, Decision::Allow { .. })
+    }
+
+    /// The level the path has.
+    pub fn level(&self) -> Level {
+        match self {
+            Decision::Allow { level, .. } | Decision::Deny { level, .. } => *level,
+        }
+    }
+}
+
+/// Why a path was refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+#[non_exhaustive]
+pub enum DenyCause {
+    /// No rule grants it (default deny).
+    NotGranted,
+    /// A `deny` path or glob covers it.
+    Denied,
+    /// Readable only: a `read` grant, or a `read-only` cap, for a write.
+    ReadOnly,
+}
+
+/// A refusal, explained: what, which rule, why, and what to change.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Denial {
+    /// The canonical path judged.
+    pub path: PathBuf,
+    /// The access refused.
+    pub access: Access,
+    /// The deciding rule, as written, or `None` for default deny.
+    pub rule: Option<String>,
+    /// Where that rule was written (`file:line`, built-in profile, flag).
+    pub source: Option<RuleSource>,
+    /// One sentence.
+    pub reason: String,
+    /// The change that would allow it.
+    pub fix: String,
+}
+
+impl std::fmt::Display for Denial {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} (fix: {})", self.reason, self.fix)
+    }
+}
+
+/// The glob groups, in the order `ResolvedPolicy::globs` holds them.
+const READ_GRANTS: usize = 0;
+const WRITE_GRANTS: usize = 1;
+const READ_ONLY_CAPS: usize = 2;
+const DENY_CAPS: usize = 3;
+
+impl ResolvedPolicy {
+    /// Decides `access` to `path`. Order-independent, in three steps:
+    ///
+    /// 1. Among the *path* scopes covering the path (the path itself or an ancestor, compared by whole
+    ///    components), the deepest decides: `deny` gives nothing, `read` and `read-only` give read, `write`
+    ///    gives write. At the same depth the strictest wins (deny > read-only > read > write). No path scope:
+    ///    nothing (default deny).
+    /// 2. *Glob* grants (`read`, `write`) that match raise the level, unless step 1 ended in an explicit
+    ///    `deny` (no raise) or `read-only` (raise to read at most: read-only means never writable).
+    /// 3. *Glob* caps that match lower it: `read-only` to read at most, `deny` to nothing. They always apply.
+    pub fn decide(&self, path: &CanonicalPath, access: Access) -> Decision {
+        let (level, rule, cause_if_none) = self.level_of(path.as_path());
+        if level.permits(access) {
+            // A permitting level always has a rule: the default is Level::None.
+            if let Some(rule) = rule {
+                return Decision::Allow { level, rule };
+            }
+        }
+        let cause = match (level, access) {
+            (Level::Read, Access::Write) => DenyCause::ReadOnly,
+            _ => cause_if_none,
+        };
+        Decision::Deny { cause, level, rule }
+    }
+
+    /// The level of a canonical path and the rule that set it.
+    fn level_of(&self, path: &Path) -> (Level, Option<RuleId>, DenyCause) {
+        let bytes = path.as_os_str().as_bytes();
+        // Step 1: deepest path scope, walking ancestors by whole components.
+        let mut hit: Option<RuleId> = None;
+        let mut end = bytes.len();
+        loop {
+            let prefix = bytes.get(..end).unwrap_or(b"/");
+            if let Some(id) = self.path_index.get(prefix) {
+                hit = Some(*id);
+                break;
+            }
+            if end <= 1 {
+                break;
+            }
+            end = match prefix.iter().rposition(|b| *b == b'/') {
+                Some(0) => 1,
+                Some(i) => i,
+                None => break,
+            };
+        }
+        let kind = hit.and_then(|id| self.scopes.get(id.0)).map(|s| s.kind);
+        let mut level = kind.map(ScopeKind::level).unwrap_or(Level::None);
+        let mut rule = hit;
+        let mut cause = if kind == Some(ScopeKind::Deny) {
+            DenyCause::Denied
+        } else {
+            DenyCause::NotGranted
+        };
+
+        let any_glob = self.globs.iter().any(|g| !g.ids.is_empty());
+        if !any_glob {
+            return (level, rule, cause);
+        }
+        let candidate = Candidate::new(path);
+        // Step 2: glob grants raise.
+        if kind != Some(ScopeKind::Deny) {
+            let ceiling = if kind == Some(ScopeKind::ReadOnly) {
+                Level::Read
+            } else {
+                Level::Write
+            };
+            if level < Level::Write
+                && ceiling == Level::Write
+                && let Some(id) = self.first_match(WRITE_GRANTS, &candidate)
+            {
+                level = Level::Write;
+                rule = Some(id);
+            }
+            if level < Level::Read
+                && let Some(id) = self
+                    .first_match(READ_GRANTS, &candidate)
+                    .or_else(|| self.first_match(WRITE_GRANTS, &candidate))
+            {
+                level = Level::Read;
+                rule = Some(id);
+            }
+        }
+        // Step 3: glob caps lower.
+        if level > Level::None
+            && let Some(id) = self.first_match(DENY_CAPS, &candidate)
+        {
+            level = Level::None;
+            rule = Some(id);
+            cause = DenyCause::Denied;
+        }
+        if level == Level::Write
+            && let Some(id) = self.first_match(READ_ONLY_CAPS, &candidate)
+        {
+            level = Level::Read;
+            rule = Some(id);
+        }
+        (level, rule, cause)
+    }
+
+    fn first_match(&self, group: usize, candidate: &Candidate<'_>) -> Option<RuleId> {
+        let group = self.globs.get(group)?;
+        if group.ids.is_empty() || !group.set.is_match_candidate(candidate) {
+            return None;
+        }
+        let first = *group.set.matches_candidate(candidate).first()?;
+        group.ids.get(first).copied()
+    }
+
+    /// Renders a refusal with its reason and fix. Returns `None` for an `Allow`.
+    pub fn denial(
+        &self,
+        path: &CanonicalPath,
+        access: Access,
+        decision: Decision,
+    ) -> Option<Denial> {
+        let Decision::Deny { cause, rule, .. } = decision else {
+            return None;
+        };
+        let scope = rule.and_then(|r| self.scope(r));
+        let shown = path.as_path().display();
+        let (reason, fix) = match (cause, scope) {
+            (DenyCause::NotGranted, _) => (
+                format!(
+                    "{access} access to '{shown}' is not granted by profile '{}' (default deny)",
+                    self.profile
+                ),
+                format!(
+                    "add it to fs.{} in the policy, or pass {} {shown}",
+                    if access == Access::Write {
+                        "write"
+                    } else {
+                        "read"
+                    },
+                    if access == Access::Write {
+                        "--rw"
+                    } else {
+                        "--ro"
+                    },
+                ),
+            ),
+            (DenyCause::Denied, Some(s)) => (
+                format!("{access} access to '{shown}' is denied by {}", s.describe()),
+                "remove or narrow that deny rule (a deeper path grant also overrides a path deny)"
+                    .to_string(),
+            ),
+            (DenyCause::ReadOnly, Some(s)) if s.kind == ScopeKind::ReadOnly => (
+                format!("'{shown}' is read-only by {}", s.describe()),
+                "remove that read-only rule if the agent must change it".to_string(),
+            ),
+            (DenyCause::ReadOnly, Some(s)) => (
+                format!(
+                    "'{shown}' is readable but not writable: {} grants read only",
+                    s.describe()
+                ),
+                format!("add it to fs.write in the policy, or pass --rw {shown}"),
+            ),
+            (DenyCause::Denied | DenyCause::ReadOnly, None) => (
+                format!("{access} access to '{shown}' is refused"),
+                "see `stockade explain`".to_string(),
+            ),
+        };
+        Some(Denial {
+            path: path.as_path().to_path_buf(),
+            access,
+            rule: scope.map(|s| format!("fs.{} = \"{}\"", s.kind, s.written)),
+            source: scope.map(|s| s.source.clone()),
+            reason,
+            fix,
+        })
+    }
+
+    /// Everything that bears on `(path, access)`: the path scopes covering it, the globs matching it, the
+    /// decision, and how each layer enforces it.
+    pub fn explain(&self, path: &CanonicalPath, access: Access) -> Explanation {
+        let p = path.as_path();
+        let mut covering = Vec::new();
+        let mut globs = Vec::new();
+        for (i, scope) in self.scopes.iter().enumerate() {
+            let line = ExplainedRule {
+                rule: scope.describe(),
+                kind: scope.kind,
+                id: RuleId(i),
+            };
+            match &scope.target {
+                ScopeTarget::Path(t) if p.starts_with(t.canonical.as_path()) => covering.push(line),
+                ScopeTarget::Glob(g) if g.is_match(p) => globs.push(line),
+                ScopeTarget::Path(_) | ScopeTarget::Glob(_) => {}
+            }
+        }
+        let decision = self.decide(path, access);
+        let deciding = match decision {
+            Decision::Allow { rule, .. } => Some(rule),
+            Decision::Deny { rule, .. } => rule,
+        };
+        Explanation {
+            path: p.to_path_buf(),
+            exists: path.exists(),
+            judged_at: path.existing_ancestor().to_path_buf(),
+            access,
+            profile: self.profile.clone(),
+            allowed: decision.is_allow(),
+            level: decision.level(),
+            deciding_rule: deciding.and_then(|r| self.scope(r)).map(|s| s.describe()),
+            covering_paths: covering,
+            matching_globs: globs,
+            denial: self.denial(path, access, decision),
+            enforcement: self.enforcement(path, decision),
+        }
+    }
+
+    fn enforcement(&self, path: &CanonicalPath, decision: Decision) -> Vec<String> {
+        let rule = match decision {
+            Decision::Allow { rule, .. } => Some(rule),
+            Decision::Deny { rule, .. } => rule,
+        };
+        let scope = rule.and_then(|r| self.scope(r));
+        let glob = matches!(scope.map(|s| &s.target), Some(ScopeTarget::Glob(_)));
+        let kernel = match (decision.level(), scope.map(|s| s.kind), glob) {
+            (Level::None, None, _) => "kernel (stockade run): not mounted in the sandbox's root and not granted by Landlock".to_string(),
+            (Level::None, Some(_), false) => "kernel (stockade run): masked by an empty read-only mount in the sandbox's mount namespace (if it exists at start); Landlock grants nothing there".to_string(),
+            (Level::None, Some(_), true) => "kernel (stockade run): each match existing at start is masked by an empty read-only mount; matches created during the run inside a writable tree are the agent's own files".to_string(),
+            (Level::Read, Some(ScopeKind::ReadOnly), _) => "kernel (stockade run): read-only bind mount (Landlock cannot subtract rights inside a writable tree), so writes, renames, chmod, chown, utimes and xattrs fail with EROFS".to_string(),
+            (Level::Read, _, true) => "kernel (stockade run): each match existing at start is bound read-only and granted by Landlock; new matches cannot be created (the kernel is stricter than the policy here)".to_string(),
+            (Level::Read, _, false) => "kernel (stockade run): read-only bind mount plus Landlock read/execute rights".to_string(),
+            (Level::Write, _, true) => "kernel (stockade run): each match existing at start is bound read-write and granted by Landlock; new matches cannot be created (the kernel is stricter than the policy here)".to_string(),
+            (Level::Write, _, false) => "kernel (stockade run): read-write bind mount plus Landlock rights".to_string(),
+        };
+        let mut notes = vec![kernel];
+        if !path.exists() {
+            notes.push(format!(
+                "it does not exist yet: judged by its deepest existing ancestor '{}'",
+                path.existing_ancestor().display()
+            ));
+        }
+        notes.push(
+            "hook (stockade hook claude): the same decision for every path a tool call names"
+                .to_string(),
+        );
+        notes.push("file tools (stockade fs, stockade mcp): the same decision, opened beneath a directory handle".to_string());
+        notes.push("audit: refusals by the hook and file tools are logged; the kernel's own refusals are not observed by stockade (the process sees EACCES/EROFS/ENOENT)".to_string());
+        notes
+    }
+}
+
+/// The answer of `stockade explain`.
+#[derive(Debug, Clone, Serialize)]
+pub struct Explanation {
+    /// The canonical path judged.
+    pub path: PathBuf,
+    /// Whether it exists.
+    pub exists: bool,
+    /// Its deepest existing ancestor (itself when it exists).
+    pub judged_at: PathBuf,
+    /// The access asked about.
+    pub access: Access,
+    /// The profile.
+    pub profile: String,
+    /// The answer.
+    pub allowed: bool,
+    /// The level the path has.
+    pub level: Level,
+    /// The rule that decided, as written with its source.
+    pub deciding_rule: Option<String>,
+    /// Every path scope covering the path.
+    pub covering_paths: Vec<ExplainedRule>,
+    /// Every glob matching the path.
+    pub matching_globs: Vec<ExplainedRule>,
+    /// The refusal, when refused.
+    pub denial: Option<Denial>,
+    /// How each layer enforces it.
+    pub enforcement: Vec<String>,
+}
+
+/// One rule as `explain` lists it.
+#[derive(Debug, Clone, Serialize)]
+pub struct ExplainedRule {
+    /// `fs.KIND = "written" (source)`.
+    pub rule: String,
+    /// Its kind.
+    pub kind: ScopeKind,
+    /// Its index.
+    pub id: RuleId,
+}

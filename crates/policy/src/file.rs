@@ -1,0 +1,172 @@
+//! The policy file as written: the normative TOML shape of DESIGN.md, deserialised strictly.
+//!
+//! Unknown keys are errors (`deny_unknown_fields`), so a typo such as `fs.raed` never silently grants or
+//! loses anything. Each scope string keeps its byte span so errors and `explain` can name `file:line`.
+
+use std::collections::BTreeMap;
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use toml::Spanned;
+
+/// A whole policy file: named profiles under `[profile.NAME]`.
+#[derive(Debug, Default, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+#[schemars(title = "stockade policy")]
+pub struct PolicyFile {
+    /// Named profiles; pick one with `--profile NAME` or `--agent ID` (which picks `[profile.ID]` if present).
+    #[serde(default)]
+    pub profile: BTreeMap<String, ProfileSpec>,
+}
+
+/// One profile. Built-in profiles have the same shape.
+#[derive(Debug, Default, Clone, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct ProfileSpec {
+    /// Another profile (in this file or built in) whose rules this one starts from.
+    pub extends: Option<String>,
+    /// What relative scopes are relative to; default `${POLICY_DIR}` for files, `${CWD}` for built-ins.
+    pub base: Option<String>,
+    /// Filesystem scopes.
+    #[serde(default)]
+    pub fs: FsSpec,
+    /// Environment of the confined process.
+    #[serde(default)]
+    pub env: EnvSpec,
+    /// Claude Code tool names (and `mcp__` patterns) the agent may call.
+    #[serde(default)]
+    pub tools: ToolsSpec,
+    /// Bash commands the hook lets through whole.
+    #[serde(default)]
+    pub commands: CommandsSpec,
+    /// Hook behaviour.
+    #[serde(default)]
+    pub hook: HookSpec,
+    /// Network: `none` (default) or `all`.
+    pub net: Option<NetMode>,
+    /// Resource limits.
+    #[serde(default)]
+    pub limits: LimitsSpec,
+}
+
+/// Filesystem scopes: each entry a path (covers everything beneath) or a glob (`*` stays in one component,
+/// `**` crosses them).
+#[derive(Debug, Default, Clone, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct FsSpec {
+    /// Readable (and executable).
+    #[serde(default)]
+    #[schemars(with = "Vec<String>")]
+    pub read: Vec<Spanned<String>>,
+    /// Readable and writable.
+    #[serde(default)]
+    #[schemars(with = "Vec<String>")]
+    pub write: Vec<Spanned<String>>,
+    /// Readable, never writable, even inside a writable tree.
+    #[serde(default)]
+    #[schemars(with = "Vec<String>")]
+    pub read_only: Vec<Spanned<String>>,
+    /// Neither readable nor writable, even inside a granted tree.
+    #[serde(default)]
+    #[schemars(with = "Vec<String>")]
+    pub deny: Vec<Spanned<String>>,
+}
+
+/// The environment: nothing from the caller passes unless listed.
+#[derive(Debug, Default, Clone, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct EnvSpec {
+    /// Names copied from the caller's environment when set there.
+    #[serde(default)]
+    pub pass: Vec<String>,
+    /// Variables set to these values (which may use `${VAR}`).
+    #[serde(default)]
+    pub set: BTreeMap<String, String>,
+}
+
+/// Tool permissions for agent-level layers (the hook, quarantine).
+#[derive(Debug, Default, Clone, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct ToolsSpec {
+    /// Tool names or `*` patterns allowed.
+    #[serde(default)]
+    pub allow: Vec<String>,
+    /// Tool names or `*` patterns denied; deny wins over allow.
+    #[serde(default)]
+    pub deny: Vec<String>,
+    /// What a tool in neither list gets; default `allow` (the filesystem rules still apply).
+    pub default: Option<ToolDefault>,
+}
+
+/// The answer for a tool in neither list.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+#[non_exhaustive]
+pub enum ToolDefault {
+    /// Let it run (path rules still apply).
+    Allow,
+    /// Refuse it.
+    Deny,
+    /// Ask the user.
+    Ask,
+}
+
+/// Commands the hook lets through whole.
+#[derive(Debug, Default, Clone, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct CommandsSpec {
+    /// Command names (first word of a simple command), e.g. `ib`.
+    #[serde(default)]
+    pub allow: Vec<String>,
+}
+
+/// Hook behaviour.
+#[derive(Debug, Default, Clone, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct HookSpec {
+    /// What to answer for Bash that cannot be judged statically: `deny` (default) or `ask`.
+    pub on_unknowable: Option<OnUnknowable>,
+}
+
+/// The answer for Bash that cannot be judged statically.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+#[non_exhaustive]
+pub enum OnUnknowable {
+    /// Refuse, saying why.
+    Deny,
+    /// Ask the user.
+    Ask,
+}
+
+/// Network access.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+#[non_exhaustive]
+pub enum NetMode {
+    /// No network at all (a fresh network namespace with only loopback).
+    None,
+    /// The host's network.
+    All,
+}
+
+/// Resource limits; each optional.
+#[derive(Debug, Default, Clone, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct LimitsSpec {
+    /// Wall-clock limit, e.g. `30m`; exit code 124 when reached.
+    pub timeout: Option<String>,
+    /// Memory per process (data segment), e.g. `4GiB`.
+    pub memory: Option<String>,
+    /// Processes and threads, e.g. `512`.
+    pub pids: Option<u64>,
+    /// Bytes of stdout and of stderr each, e.g. `16MiB`.
+    pub output: Option<String>,
+    /// Largest file the agent may write, e.g. `1GiB`.
+    pub file_size: Option<String>,
+}
+
+/// The JSON Schema of the policy file, for editors (`stockade schema policy`).
+pub fn policy_schema() -> serde_json::Value {
+    serde_json::to_value(schemars::schema_for!(PolicyFile)).unwrap_or(serde_json::Value::Null)
+}

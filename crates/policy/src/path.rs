@@ -1,0 +1,245 @@
+//! Paths as the policy sees them: [`AbsPath`] (expanded, absolute, not yet resolved) and
+//! [`CanonicalPath`] (resolved as the kernel would resolve it).
+//!
+//! Policy decisions accept only a [`CanonicalPath`], so no layer can forget to resolve symlinks and `..`
+//! before asking.
+
+use std::collections::VecDeque;
+use std::ffi::{OsStr, OsString};
+use std::io;
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Component, Path, PathBuf};
+
+/// The kernel's own limit on symlinks followed in one lookup (`MAXSYMLINKS`).
+const MAX_SYMLINK_FOLLOWS: u32 = 40;
+
+/// An absolute path with `.` and repeated separators removed.
+///
+/// It is *not* canonical: it may still contain symlinks and `..`, and it may not exist. `..` is kept on purpose,
+/// because after a symlink the kernel resolves `..` against the link's target, not lexically.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct AbsPath(PathBuf);
+
+impl AbsPath {
+    /// Makes `path` absolute against `base` (which must itself be absolute) and drops `.` components.
+    pub fn new(path: &Path, base: &Path) -> io::Result<Self> {
+        let joined = if path.is_absolute() {
+            path.to_path_buf()
+        } else if base.is_absolute() {
+            base.join(path)
+        } else {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("base '{}' is not absolute", base.display()),
+            ));
+        };
+        if joined.as_os_str().as_bytes().contains(&0) {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "path contains a NUL byte",
+            ));
+        }
+        let mut out = PathBuf::from("/");
+        for component in joined.components() {
+            match component {
+                Component::RootDir | Component::CurDir | Component::Prefix(_) => {}
+                Component::ParentDir => out.push(".."),
+                Component::Normal(name) => out.push(name),
+            }
+        }
+        Ok(AbsPath(out))
+    }
+
+    /// The path.
+    pub fn as_path(&self) -> &Path {
+        &self.0
+    }
+
+    /// Resolves the path as the kernel would; see [`CanonicalPath`].
+    pub fn canonicalize(&self) -> io::Result<CanonicalPath> {
+        CanonicalPath::resolve(&self.0)
+    }
+}
+
+/// A path resolved as the kernel resolves it: every existing component walked through the filesystem with
+/// symlinks followed (so `link/../x` lands beside the link's *target*), and the part that does not exist yet
+/// appended with `..` applied lexically. Such a path is judged by its deepest existing ancestor.
+///
+/// It does not stay true: the filesystem can change after resolution. Enforcement layers that open files
+/// must open beneath a handle (the `fs` part) or rely on the kernel (the `sandbox` part); this type is for
+/// *deciding*.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct CanonicalPath {
+    path: PathBuf,
+    /// Length in bytes of the prefix that exists on disk.
+    existing_len: usize,
+}
+
+impl CanonicalPath {
+    /// Resolves an absolute path; see the type's documentation.
+    ///
+    /// Fails only on a symlink loop or a relative input. A component that cannot be examined (not found,
+    /// not a directory, permission denied) ends the existing prefix.
+    pub fn resolve(path: &Path) -> io::Result<Self> {
+        if !path.is_absolute() {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("'{}' is not absolute", path.display()),
+            ));
+        }
+        let mut pending: VecDeque<OsString> = components(path).collect();
+        let mut resolved = PathBuf::from("/");
+        let mut existing_len = 1;
+        let mut missing = false;
+        let mut follows = 0;
+        while let Some(name) = pending.pop_front() {
+            if name == ".." {
+                resolved.pop();
+                if !missing {
+                    existing_len = resolved.as_os_str().len();
+                }
+                continue;
+            }
+            let candidate = resolved.join(&name);
+            if missing {
+                resolved = candidate;
+                continue;
+            }
+            match std::fs::symlink_metadata(&candidate) {
+                Ok(meta) if meta.file_type().is_symlink() => {
+                    follows += 1;
+                    if follows > MAX_SYMLINK_FOLLOWS {
+                        return Err(io::Error::other(format!(
+                            "too many levels of symbolic links at '{}'",
+                            candidate.display()
+                        )));
+                    }
+                    let target = std::fs::read_link(&candidate)?;
+                    if target.is_absolute() {
+                        resolved = PathBuf::from("/");
+                        existing_len = 1;
+                    }
+                    for (i, part) in components(&target).enumerate() {
+                        pending.insert(i, part);
+                    }
+                }
+                Ok(_) => {
+                    resolved = candidate;
+                    existing_len = resolved.as_os_str().len();
+                }
+                Err(_) => {
+                    missing = true;
+                    resolved = candidate;
+                }
+            }
+        }
+        Ok(CanonicalPath {
+            path: resolved,
+            existing_len,
+        })
+    }
+
+    /// Wraps a path the caller knows to be canonical already (for example one returned by `realpath`, or
+    /// produced by walking a canonical directory). Existence is not checked: the whole path counts as existing.
+    pub fn assume_canonical(path: PathBuf) -> Self {
+        let existing_len = path.as_os_str().len();
+        CanonicalPath { path, existing_len }
+    }
+
+    /// The resolved path.
+    pub fn as_path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The deepest ancestor (or the path itself) that existed at resolution time.
+    pub fn existing_ancestor(&self) -> &Path {
+        let bytes = self.path.as_os_str().as_bytes();
+        Path::new(OsStr::from_bytes(
+            bytes.get(..self.existing_len).unwrap_or(bytes),
+        ))
+    }
+
+    /// Whether the whole path existed when it was resolved.
+    pub fn exists(&self) -> bool {
+        self.existing_len == self.path.as_os_str().len()
+    }
+
+    /// Consumes into the inner path.
+    pub fn into_path_buf(self) -> PathBuf {
+        self.path
+    }
+}
+
+impl std::fmt::Display for CanonicalPath {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.path.display().fmt(f)
+    }
+}
+
+fn components(path: &Path) -> impl Iterator<Item = OsString> + '_ {
+    path.components().filter_map(|c| match c {
+        Component::Normal(name) => Some(name.to_os_string()),
+        Component::ParentDir => Some(OsString::from("..")),
+        Component::RootDir | Component::CurDir | Component::Prefix(_) => None,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::symlink;
+
+    fn canon(p: &Path) -> PathBuf {
+        CanonicalPath::resolve(p).unwrap().into_path_buf()
+    }
+
+    #[test]
+    fn abs_path_joins_and_drops_dots() {
+        let p = AbsPath::new(Path::new("./src//a/./b"), Path::new("/base")).unwrap();
+        assert_eq!(p.as_path(), Path::new("/base/src/a/b"));
+        let p = AbsPath::new(Path::new("../x"), Path::new("/base")).unwrap();
+        assert_eq!(p.as_path(), Path::new("/base/../x"));
+        assert!(AbsPath::new(Path::new("x"), Path::new("rel")).is_err());
+    }
+
+    #[test]
+    fn follows_symlinks_then_dotdot_like_the_kernel() {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path().canonicalize().unwrap();
+        std::fs::create_dir_all(root.join("real/inner")).unwrap();
+        std::fs::create_dir_all(root.join("other")).unwrap();
+        symlink(root.join("real/inner"), root.join("other/link")).unwrap();
+        // `other/link/..` is `real`, not `other`.
+        assert_eq!(canon(&root.join("other/link/../x")), root.join("real/x"));
+        // Relative link.
+        symlink("../real", root.join("other/rel")).unwrap();
+        assert_eq!(
+            canon(&root.join("other/rel/inner")),
+            root.join("real/inner")
+        );
+    }
+
+    #[test]
+    fn missing_tail_is_lexical_and_judged_by_existing_ancestor() {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path().canonicalize().unwrap();
+        let c = CanonicalPath::resolve(&root.join("new/dir/../file")).unwrap();
+        assert_eq!(c.as_path(), root.join("new/file"));
+        assert_eq!(c.existing_ancestor(), root.as_path());
+        assert!(!c.exists());
+    }
+
+    #[test]
+    fn symlink_loops_fail() {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path().canonicalize().unwrap();
+        symlink(root.join("b"), root.join("a")).unwrap();
+        symlink(root.join("a"), root.join("b")).unwrap();
+        assert!(CanonicalPath::resolve(&root.join("a/x")).is_err());
+    }
+
+    #[test]
+    fn dotdot_above_root_stays_at_root() {
+        assert_eq!(canon(Path::new("/../../etc")), PathBuf::from("/etc"));
+    }
+}

@@ -1,0 +1,224 @@
+//! Scopes, the rules they come from, and the levels and accesses they decide.
+
+use std::path::{Path, PathBuf};
+
+use globset::GlobMatcher;
+use serde::Serialize;
+
+use crate::path::{AbsPath, CanonicalPath};
+
+/// What a scope says about the paths it covers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "kebab-case")]
+#[non_exhaustive]
+pub enum ScopeKind {
+    /// Readable (and executable).
+    Read,
+    /// Readable and writable.
+    Write,
+    /// Readable, never writable.
+    ReadOnly,
+    /// Nothing.
+    Deny,
+}
+
+impl ScopeKind {
+    /// The key under `fs.` that holds this kind.
+    pub fn key(self) -> &'static str {
+        match self {
+            ScopeKind::Read => "read",
+            ScopeKind::Write => "write",
+            ScopeKind::ReadOnly => "read-only",
+            ScopeKind::Deny => "deny",
+        }
+    }
+
+    /// Higher is stricter: deny > read-only > read > write. A tie at the same depth goes to the strictest.
+    pub(crate) fn strictness(self) -> u8 {
+        match self {
+            ScopeKind::Write => 0,
+            ScopeKind::Read => 1,
+            ScopeKind::ReadOnly => 2,
+            ScopeKind::Deny => 3,
+        }
+    }
+
+    /// The level a path scope of this kind gives the paths it decides.
+    pub fn level(self) -> Level {
+        match self {
+            ScopeKind::Write => Level::Write,
+            ScopeKind::Read | ScopeKind::ReadOnly => Level::Read,
+            ScopeKind::Deny => Level::None,
+        }
+    }
+
+    /// Grants (`read`, `write`) raise; caps (`read-only`, `deny`) lower.
+    pub fn is_grant(self) -> bool {
+        matches!(self, ScopeKind::Read | ScopeKind::Write)
+    }
+}
+
+impl std::fmt::Display for ScopeKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.key())
+    }
+}
+
+/// How much a path is granted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Level {
+    /// Nothing.
+    None,
+    /// Read (and execute).
+    Read,
+    /// Read and write.
+    Write,
+}
+
+impl Level {
+    /// Whether this level permits `access`.
+    pub fn permits(self, access: Access) -> bool {
+        match access {
+            Access::Read => self >= Level::Read,
+            Access::Write => self == Level::Write,
+        }
+    }
+}
+
+/// What an agent wants to do with a path. Creating, deleting, renaming, truncating and changing metadata are
+/// all `Write` (of the entry, judged at the entry's own path).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Access {
+    /// Read a file, list a directory, execute.
+    Read,
+    /// Anything that changes the file or its entry.
+    Write,
+}
+
+impl std::fmt::Display for Access {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Access::Read => "read",
+            Access::Write => "write",
+        })
+    }
+}
+
+/// Where a rule was written.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "type", rename_all = "kebab-case")]
+#[non_exhaustive]
+pub enum RuleSource {
+    /// A line of a policy file.
+    File {
+        /// The file.
+        path: PathBuf,
+        /// 1-based line.
+        line: usize,
+        /// The profile the line belongs to.
+        profile: String,
+    },
+    /// A line of the built-in profiles (`stockade profile show` prints them).
+    Builtin {
+        /// The built-in profile.
+        profile: String,
+        /// 1-based line in the built-in text.
+        line: usize,
+    },
+    /// A command-line flag.
+    Flag {
+        /// The flag, e.g. `--rw`.
+        flag: String,
+    },
+    /// Something stockade always provides, e.g. the private temp dir.
+    Implicit {
+        /// What it is.
+        what: String,
+    },
+}
+
+impl std::fmt::Display for RuleSource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            RuleSource::File {
+                path,
+                line,
+                profile,
+            } => write!(f, "{}:{line} [profile.{profile}]", path.display()),
+            RuleSource::Builtin { profile, line } => {
+                write!(f, "built-in profile {profile} (line {line})")
+            }
+            RuleSource::Flag { flag } => write!(f, "flag {flag}"),
+            RuleSource::Implicit { what } => write!(f, "implicit: {what}"),
+        }
+    }
+}
+
+/// A path scope: covers the path and everything beneath it.
+#[derive(Debug, Clone)]
+pub struct PathTarget {
+    /// As expanded and made absolute (may contain symlinks; the sandbox recreates them).
+    pub abs: AbsPath,
+    /// As the kernel resolves it.
+    pub canonical: CanonicalPath,
+    /// Written with a trailing `/`: the sandbox may create an empty directory to hold the rule in place.
+    pub dir_hint: bool,
+}
+
+/// A glob scope: covers exactly the paths that match.
+#[derive(Debug, Clone)]
+pub struct GlobTarget {
+    /// The absolute pattern matched against canonical paths.
+    pub pattern: String,
+    /// The longest leading directory without glob characters: walks for matches start here.
+    pub prefix: PathBuf,
+    pub(crate) matcher: GlobMatcher,
+}
+
+impl GlobTarget {
+    /// Whether a canonical path matches.
+    pub fn is_match(&self, path: &Path) -> bool {
+        self.matcher.is_match(path)
+    }
+}
+
+/// What a scope covers.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub enum ScopeTarget {
+    /// A path and everything beneath it.
+    Path(PathTarget),
+    /// Exactly the paths that match a glob.
+    Glob(GlobTarget),
+}
+
+/// One rule: a kind, a target, and where it was written.
+#[derive(Debug, Clone)]
+pub struct Scope {
+    /// What it says.
+    pub kind: ScopeKind,
+    /// What it covers.
+    pub target: ScopeTarget,
+    /// The text as written (before expansion).
+    pub written: String,
+    /// Where it was written.
+    pub source: RuleSource,
+}
+
+impl Scope {
+    /// `fs.deny = "~/.ssh" (built-in profile system (line 12))`.
+    pub fn describe(&self) -> String {
+        format!(
+            "fs.{} = \"{}\" ({})",
+            self.kind.key(),
+            self.written,
+            self.source
+        )
+    }
+}
+
+/// Index of a scope in [`crate::ResolvedPolicy::scopes`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+pub struct RuleId(pub usize);

@@ -1,0 +1,415 @@
+//! Unit tests of the scope algebra, table-driven.
+
+use std::path::{Path, PathBuf};
+
+use pretty_assertions::assert_eq;
+
+use crate::*;
+
+struct Fixture {
+    _tmp: tempfile::TempDir,
+    root: PathBuf,
+}
+
+impl Fixture {
+    fn new() -> Self {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path().canonicalize().unwrap();
+        Fixture { _tmp: tmp, root }
+    }
+
+    fn mkdir(&self, rel: &str) -> &Self {
+        std::fs::create_dir_all(self.root.join(rel)).unwrap();
+        self
+    }
+
+    fn vars(&self) -> Variables {
+        let mut v = Variables::default();
+        v.set_path("CWD", &self.root)
+            .set_path("HOME", self.root.join("home"));
+        v
+    }
+
+    fn policy(&self, toml: &str) -> ResolvedPolicy {
+        PolicyBuilder::new(self.vars())
+            .policy_text(toml, self.root.join("policy.toml"))
+            .build()
+            .unwrap()
+    }
+
+    fn level(&self, policy: &ResolvedPolicy, rel: &str) -> Level {
+        let p = CanonicalPath::resolve(&self.root.join(rel)).unwrap();
+        let r = policy.decide(&p, Access::Read);
+        let w = policy.decide(&p, Access::Write);
+        match (r.is_allow(), w.is_allow()) {
+            (_, true) => Level::Write,
+            (true, false) => Level::Read,
+            (false, false) => Level::None,
+        }
+    }
+}
+
+macro_rules! levels {
+    ($fx:expr, $policy:expr, { $($path:literal => $level:ident),* $(,)? }) => {
+        $( assert_eq!($fx.level(&$policy, $path), Level::$level, "path {}", $path); )*
+    };
+}
+
+#[test]
+fn seed_003_worktree_layout() {
+    let fx = Fixture::new();
+    fx.mkdir("repo/.ittybitty/agents/a1/worktree/src")
+        .mkdir("repo/.ittybitty/agents/a10/worktree")
+        .mkdir("repo/.ittybitty/logs")
+        .mkdir("repo/src");
+    let policy = fx.policy(
+        r#"
+[profile.agent]
+fs.write = ["repo/.ittybitty/agents/a1/worktree", "repo/.ittybitty", "repo/.ittybitty/agents/a1"]
+fs.deny = ["repo/.ittybitty/agents"]
+"#,
+    );
+    levels!(fx, policy, {
+        "repo/.ittybitty/agents/a1/worktree/src/x.rs" => Write,
+        "repo/.ittybitty/agents/a1/worktree/new/dir" => Write,
+        "repo/.ittybitty/logs/a1.log" => Write,
+        "repo/.ittybitty/agents/a10/worktree/x" => None,
+        "repo/.ittybitty/agents/a2" => None,
+        "repo/.ittybitty/agents" => None,
+        "repo/src/main.rs" => None,
+        "repo" => None,
+        "other" => None,
+    });
+    // /tmp is simply not granted.
+    let tmp = CanonicalPath::resolve(Path::new("/tmp/x")).unwrap();
+    assert!(!policy.decide(&tmp, Access::Read).is_allow());
+}
+
+#[test]
+fn deepest_wins_and_ties_go_to_strictest() {
+    let fx = Fixture::new();
+    fx.mkdir("a/b/c");
+    let p = PolicyBuilder::new(fx.vars())
+        .policy_text(
+            "[profile.p]\nfs.read = [\"a\"]\nfs.write = [\"a/b\"]\nfs.deny = [\"a/b/c\"]\n",
+            fx.root.join("p.toml"),
+        )
+        .build()
+        .unwrap();
+    levels!(fx, p, { "a/x" => Read, "a/b/x" => Write, "a/b/c/x" => None, "a/b/c" => None });
+    let q = PolicyBuilder::new(fx.vars())
+        .policy_text(
+            "[profile.p]\nfs.write = [\"a/b\"]\n[profile.q]\nextends = \"p\"\nfs.read-only = [\"a/b\"]\n",
+            fx.root.join("q.toml"),
+        )
+        .profile("q")
+        .build()
+        .unwrap();
+    levels!(fx, q, { "a/b/x" => Read });
+}
+
+#[test]
+fn globs_raise_and_caps_lower() {
+    let fx = Fixture::new();
+    fx.mkdir("src/deep/er").mkdir("app");
+    let policy = fx.policy(
+        r#"
+[profile.p]
+fs.read = ["src/**/*.ts"]
+fs.write = ["app", "src/gen/*.ts"]
+fs.read-only = ["app/*.lock"]
+fs.deny = ["**/.env", "app/secret"]
+"#,
+    );
+    levels!(fx, policy, {
+        "src/a.ts" => Read,
+        "src/deep/er/b.ts" => Read,
+        "src/a.js" => None,
+        "src/deep" => None,
+        "src/gen/x.ts" => Write,
+        "src/gen/sub/x.ts" => Read,
+        "app/main.rs" => Write,
+        "app/Cargo.lock" => Read,
+        "app/sub/Cargo.lock" => Write,
+        "app/.env" => None,
+        "app/sub/.env" => None,
+        "src/.env" => None,
+        "app/secret/x" => None,
+    });
+}
+
+#[test]
+fn explicit_path_deny_blocks_glob_grants() {
+    let fx = Fixture::new();
+    fx.mkdir("d");
+    let policy = fx.policy("[profile.p]\nfs.deny = [\"d\"]\nfs.read = [\"**/*.txt\"]\n");
+    levels!(fx, policy, { "d/a.txt" => None, "a.txt" => Read });
+}
+
+#[test]
+fn whole_component_matching() {
+    let fx = Fixture::new();
+    fx.mkdir("proj").mkdir("proj-evil").mkdir("a1").mkdir("a10");
+    let policy = fx.policy("[profile.p]\nfs.write = [\"proj\", \"a1\"]\n");
+    levels!(fx, policy, {
+        "proj/x" => Write,
+        "proj-evil/x" => None,
+        "proj " => None,
+        "a1/x" => Write,
+        "a10/x" => None,
+    });
+}
+
+#[test]
+fn symlinks_are_judged_by_target() {
+    let fx = Fixture::new();
+    fx.mkdir("work").mkdir("secret");
+    std::os::unix::fs::symlink(fx.root.join("secret"), fx.root.join("work/link")).unwrap();
+    let policy = fx.policy("[profile.p]\nfs.write = [\"work\"]\n");
+    levels!(fx, policy, { "work/link/x" => None, "work/link/../work/x" => Write, "work/../secret" => None });
+}
+
+#[test]
+fn errors_name_file_line_and_fix() {
+    let fx = Fixture::new();
+    let build = |text: &str| {
+        PolicyBuilder::new(fx.vars())
+            .policy_text(text, fx.root.join("bad.toml"))
+            .build()
+            .unwrap_err()
+            .to_string()
+    };
+    let e = build("[profile.p]\nfs.raed = [\"x\"]\n");
+    assert!(e.contains("bad.toml:2") && e.contains("raed"), "{e}");
+    let e = build("[profile.p]\nfs.write = [\"src\"]\nfs.deny = [\"src\"]\n");
+    assert!(
+        e.contains("bad.toml:3") && e.contains("fs.write") && e.contains("fix:"),
+        "{e}"
+    );
+    let e = build("[profile.p]\nfs.read = [\"${NOPE}/x\"]\n");
+    assert!(e.contains("unknown variable ${NOPE}"), "{e}");
+    let e = build("[profile.default]\nextends = \"q\"\n[profile.q]\nextends = \"default\"\n");
+    assert!(e.contains("extends itself"), "{e}");
+    let e = build("[profile.p]\nextends = \"nope\"\n");
+    assert!(e.contains("no profile named 'nope'"), "{e}");
+    let e = build("[profile.p]\ntools.allow = [\"Bash\"]\ntools.deny = [\"Bash\"]\n");
+    assert!(e.contains("both allowed and denied"), "{e}");
+    let e = build("[profile.p]\nlimits.timeout = \"soon\"\n");
+    assert!(e.contains("limits.timeout"), "{e}");
+    let e = build("[profile.p]\nnet = \"some\"\n");
+    assert!(e.contains("bad.toml:2"), "{e}");
+    let e = build("[profile.p]\nfs.read = [\"a/../**\"]\n");
+    assert!(e.contains("'..'"), "{e}");
+}
+
+#[test]
+fn flag_grants_overridden_by_a_deny_are_refused() {
+    let fx = Fixture::new();
+    fx.mkdir("home/.ssh");
+    let e = PolicyBuilder::new(fx.vars())
+        .flag_scope(
+            ScopeKind::Write,
+            fx.root.join("home/.ssh").to_string_lossy(),
+            "--rw",
+        )
+        .build()
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("has no effect") && e.contains("~/.ssh"), "{e}");
+}
+
+#[test]
+fn default_profile_protects_secrets_and_trusted_files() {
+    let fx = Fixture::new();
+    fx.mkdir("home/.ssh").mkdir(".git/hooks");
+    let policy = PolicyBuilder::new(fx.vars()).build().unwrap();
+    assert_eq!(policy.profile(), "workspace-write");
+    levels!(fx, policy, {
+        "note.txt" => Write,
+        ".git/hooks/pre-commit" => Read,
+        ".git/config" => Read,
+        ".git/objects/x" => Write,
+        ".claude/settings.json" => Read,
+        "home/.ssh/id_rsa" => None,
+        "home/.cargo/bin" => Read,
+    });
+    let shadow = CanonicalPath::resolve(Path::new("/etc/shadow")).unwrap();
+    assert!(!policy.decide(&shadow, Access::Read).is_allow());
+    let usr = CanonicalPath::resolve(Path::new("/usr/bin/env")).unwrap();
+    assert_eq!(policy.decide(&usr, Access::Read).level(), Level::Read);
+}
+
+#[test]
+fn denials_explain_rule_and_fix() {
+    let fx = Fixture::new();
+    fx.mkdir("home/.ssh");
+    let policy = PolicyBuilder::new(fx.vars()).build().unwrap();
+    let key = CanonicalPath::resolve(&fx.root.join("home/.ssh/id_rsa")).unwrap();
+    let d = policy.decide(&key, Access::Read);
+    let denial = policy.denial(&key, Access::Read, d).unwrap();
+    assert_eq!(denial.rule.as_deref(), Some("fs.deny = \"~/.ssh\""));
+    assert!(matches!(denial.source, Some(RuleSource::Builtin { .. })));
+    let outside = CanonicalPath::resolve(Path::new("/srv/elsewhere")).unwrap();
+    let d = policy.decide(&outside, Access::Write);
+    let denial = policy.denial(&outside, Access::Write, d).unwrap();
+    assert!(
+        denial.reason.contains("default deny") && denial.fix.contains("--rw"),
+        "{denial:?}"
+    );
+    let e = policy.explain(&key, Access::Read);
+    assert!(!e.allowed && e.covering_paths.len() >= 2);
+}
+
+#[test]
+fn tools_deny_wins_and_wildcards_match() {
+    assert!(wildcard_match("mcp__*", "mcp__github__create_issue"));
+    assert!(wildcard_match("*", ""));
+    assert!(wildcard_match("a*b*c", "axxbyyc"));
+    assert!(!wildcard_match("a*b*c", "axxbyy"));
+    assert!(!wildcard_match("Read", "ReadX"));
+    let fx = Fixture::new();
+    let policy = PolicyBuilder::new(fx.vars())
+        .profile("cross-project")
+        .build()
+        .unwrap();
+    assert_eq!(
+        policy.tools().decide("Read"),
+        ToolDecision::Allow(Some("Read".into()))
+    );
+    assert_eq!(
+        policy.tools().decide("mcp__x__y"),
+        ToolDecision::Deny(Some("mcp__*".into()))
+    );
+    assert_eq!(policy.tools().decide("Task"), ToolDecision::Deny(None));
+}
+
+#[test]
+fn schema_names_every_section() {
+    let schema = policy_schema().to_string();
+    for key in ["read-only", "extends", "on-unknowable", "limits", "pass"] {
+        assert!(schema.contains(key), "{key}");
+    }
+}
+
+mod properties {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// The naive reference: scan every scope, no index.
+    fn reference(policy: &ResolvedPolicy, path: &Path, access: Access) -> bool {
+        let mut best: Option<(usize, &Scope)> = None;
+        for s in policy.scopes() {
+            if let ScopeTarget::Path(t) = &s.target
+                && path.starts_with(t.canonical.as_path())
+            {
+                let depth = t.canonical.as_path().components().count();
+                let better = match best {
+                    None => true,
+                    Some((d, b)) => {
+                        depth > d || (depth == d && s.kind.strictness() > b.kind.strictness())
+                    }
+                };
+                if better {
+                    best = Some((depth, s));
+                }
+            }
+        }
+        let kind = best.map(|(_, s)| s.kind);
+        let mut level = kind.map(ScopeKind::level).unwrap_or(Level::None);
+        let globs = |k: ScopeKind| {
+            policy.scopes().iter().any(|s| {
+                s.kind == k && matches!(&s.target, ScopeTarget::Glob(g) if g.is_match(path))
+            })
+        };
+        if kind != Some(ScopeKind::Deny) {
+            let ceiling = if kind == Some(ScopeKind::ReadOnly) {
+                Level::Read
+            } else {
+                Level::Write
+            };
+            if globs(ScopeKind::Write) {
+                level = level.max(ceiling);
+            }
+            if globs(ScopeKind::Read) {
+                level = level.max(Level::Read);
+            }
+        }
+        if globs(ScopeKind::Deny) {
+            level = Level::None;
+        }
+        if globs(ScopeKind::ReadOnly) {
+            level = level.min(Level::Read);
+        }
+        level.permits(access)
+    }
+
+    fn kind() -> impl Strategy<Value = &'static str> {
+        prop_oneof![Just("read"), Just("write"), Just("read-only"), Just("deny")]
+    }
+
+    fn rel_path() -> impl Strategy<Value = String> {
+        prop::collection::vec(
+            prop_oneof![Just("a"), Just("b"), Just("a1"), Just(".env"), Just("x.ts")],
+            1..5,
+        )
+        .prop_map(|v| v.join("/"))
+    }
+
+    fn glob() -> impl Strategy<Value = String> {
+        prop_oneof![
+            Just("**/.env".to_string()),
+            Just("a/*.ts".to_string()),
+            Just("**/*.ts".to_string()),
+            Just("b/**".to_string())
+        ]
+    }
+
+    proptest! {
+        #[test]
+        fn decide_equals_naive_reference(
+            rules in prop::collection::vec((kind(), prop_oneof![rel_path(), glob()]), 0..8),
+            queries in prop::collection::vec((rel_path(), any::<bool>()), 1..20),
+        ) {
+            let fx = Fixture::new();
+            let mut text = String::from("[profile.p]\n");
+            let mut seen = std::collections::HashMap::new();
+            for (k, p) in &rules {
+                // One profile may not list one path under two kinds (a validation error, tested above).
+                if seen.get(p).is_some_and(|prev| prev != k) { continue; }
+                seen.insert(p.clone(), *k);
+                text.push_str(&format!("fs.{k} = [\"{p}\"]\n"));
+            }
+            let text = merge_keys(&text);
+            let policy = fx.policy(&text);
+            for (q, write) in queries {
+                let p = CanonicalPath::resolve(&fx.root.join(&q)).unwrap();
+                let access = if write { Access::Write } else { Access::Read };
+                prop_assert_eq!(policy.decide(&p, access).is_allow(), reference(&policy, p.as_path(), access), "{} {:?}\n{}", q, access, text);
+            }
+        }
+
+        #[test]
+        fn canonical_resolution_is_idempotent(rel in "[a-z./]{0,24}") {
+            let fx = Fixture::new();
+            fx.mkdir("a/b");
+            let once = CanonicalPath::resolve(&fx.root.join(&rel)).unwrap();
+            let twice = CanonicalPath::resolve(once.as_path()).unwrap();
+            prop_assert_eq!(once.as_path(), twice.as_path());
+        }
+    }
+
+    /// TOML forbids repeating a key: gather `fs.K = [..]` lines per K.
+    fn merge_keys(text: &str) -> String {
+        let mut by_kind: std::collections::BTreeMap<&str, Vec<&str>> = Default::default();
+        for line in text.lines().skip(1) {
+            if let Some((k, v)) = line.split_once(" = [") {
+                by_kind.entry(k).or_default().push(v.trim_end_matches(']'));
+            }
+        }
+        let mut out = String::from("[profile.p]\n");
+        for (k, vs) in by_kind {
+            out.push_str(&format!("{k} = [{}]\n", vs.join(", ")));
+        }
+        out
+    }
+}

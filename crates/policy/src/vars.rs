@@ -1,0 +1,118 @@
+//! `${VAR}` and `~` expansion.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+/// Every variable a policy may use. Anything else in `${...}` is an error naming it.
+pub const KNOWN_VARIABLES: &[&str] = &[
+    "CWD",
+    "HOME",
+    "POLICY_DIR",
+    "TEMP_DIR",
+    "AGENT_ID",
+    "REPO_ROOT",
+    "WORKTREE",
+    "PRIVATE_WORKSPACE",
+    "RUN_WORKSPACE",
+];
+
+/// Values for the variables; a known variable without a value is an error only where it is used.
+#[derive(Debug, Clone, Default)]
+pub struct Variables {
+    values: BTreeMap<&'static str, String>,
+}
+
+impl Variables {
+    /// Sets a variable. Unknown names are ignored by design: callers pass only names from
+    /// [`KNOWN_VARIABLES`], and a typo here would be a bug caught by the tests of the caller.
+    pub fn set(&mut self, name: &str, value: impl Into<String>) -> &mut Self {
+        if let Some(known) = KNOWN_VARIABLES.iter().find(|k| **k == name) {
+            self.values.insert(known, value.into());
+        }
+        self
+    }
+
+    /// Sets a path variable.
+    pub fn set_path(&mut self, name: &str, value: impl Into<PathBuf>) -> &mut Self {
+        let value: PathBuf = value.into();
+        self.set(name, value.to_string_lossy().into_owned())
+    }
+
+    /// The value of a variable, if set.
+    pub fn get(&self, name: &str) -> Option<&str> {
+        self.values.get(name).map(String::as_str)
+    }
+
+    /// Expands `${NAME}` everywhere and a leading `~` (alone or before `/`) to `${HOME}`.
+    ///
+    /// `$$` is not special; a lone `$` not followed by `{` is kept as written.
+    pub fn expand(&self, text: &str) -> Result<String, String> {
+        let text = if text == "~" || text.starts_with("~/") {
+            let home = self.lookup("HOME")?;
+            format!("{home}{}", text.get(1..).unwrap_or(""))
+        } else {
+            text.to_string()
+        };
+        let mut out = String::with_capacity(text.len());
+        let mut rest = text.as_str();
+        while let Some(start) = rest.find("${") {
+            out.push_str(rest.get(..start).unwrap_or(""));
+            let after = rest.get(start + 2..).unwrap_or("");
+            let Some(end) = after.find('}') else {
+                return Err(format!("unclosed '${{' in '{text}'; write ${{NAME}}"));
+            };
+            let name = after.get(..end).unwrap_or("");
+            out.push_str(&self.lookup(name)?);
+            rest = after.get(end + 1..).unwrap_or("");
+        }
+        out.push_str(rest);
+        Ok(out)
+    }
+
+    fn lookup(&self, name: &str) -> Result<String, String> {
+        if !KNOWN_VARIABLES.contains(&name) {
+            return Err(format!(
+                "unknown variable ${{{name}}}; known variables are {}",
+                KNOWN_VARIABLES
+                    .iter()
+                    .map(|v| format!("${{{v}}}"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ));
+        }
+        self.values.get(name).cloned().ok_or_else(|| {
+            let how = match name {
+                "AGENT_ID" => "pass --agent ID",
+                "REPO_ROOT" | "WORKTREE" => {
+                    "pass --repo-root and --worktree (or use them only in worktree profiles)"
+                }
+                "PRIVATE_WORKSPACE" | "RUN_WORKSPACE" => "use it only in orchestrator runs",
+                "POLICY_DIR" => "use it only in a policy file",
+                _ => "set it",
+            };
+            format!("variable ${{{name}}} has no value here; {how}")
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn expands_known_and_rejects_unknown() {
+        let mut v = Variables::default();
+        v.set("HOME", "/home/u").set("CWD", "/w");
+        assert_eq!(v.expand("~/.ssh").unwrap(), "/home/u/.ssh");
+        assert_eq!(v.expand("~").unwrap(), "/home/u");
+        assert_eq!(v.expand("${CWD}/src").unwrap(), "/w/src");
+        assert_eq!(v.expand("a~b").unwrap(), "a~b");
+        assert!(
+            v.expand("${NOPE}")
+                .unwrap_err()
+                .contains("unknown variable ${NOPE}")
+        );
+        assert!(v.expand("${AGENT_ID}").unwrap_err().contains("--agent"));
+        assert!(v.expand("${CWD").unwrap_err().contains("unclosed"));
+    }
+}
