@@ -1,0 +1,162 @@
+//! The command line, as clap parses it. Nothing here is seen by the library crates: `policy_args` turns the
+//! raw flags into a `PolicyBuilder`.
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+/// Confine AI coding agents: one policy, enforced by the kernel, the hook and the file tools.
+#[derive(Debug, Parser)]
+#[command(name = "stockade", version, about, max_term_width = 100)]
+pub(crate) struct Cli {
+    #[command(subcommand)]
+    pub(crate) command: Command,
+    /// Output JSON instead of text (one object, or one object per line for streams).
+    #[arg(long, global = true)]
+    pub(crate) json: bool,
+    /// The audit log (default: $STOCKADE_AUDIT_LOG, else $XDG_STATE_HOME/stockade/audit.jsonl).
+    #[arg(long, global = true, value_name = "FILE")]
+    pub(crate) audit_log: Option<PathBuf>,
+}
+
+#[derive(Debug, Subcommand)]
+pub(crate) enum Command {
+    /// Run a command confined by the kernel (built-in profile workspace-write unless told otherwise).
+    Run(RunArgs),
+    /// Say which rule decides an access to a path, and how each layer enforces it.
+    Explain(ExplainArgs),
+    /// Show refusals from the audit log, newest first.
+    Audit(AuditArgs),
+    /// Print a JSON Schema.
+    Schema {
+        /// Which schema.
+        #[arg(value_enum)]
+        which: SchemaKind,
+    },
+    /// Built-in profiles.
+    Profile {
+        #[command(subcommand)]
+        action: ProfileAction,
+    },
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub(crate) enum SchemaKind {
+    /// The policy file (TOML).
+    Policy,
+}
+
+#[derive(Debug, Subcommand)]
+pub(crate) enum ProfileAction {
+    /// List the built-in profiles.
+    List,
+    /// Print the built-in profiles' source (the lines `explain` refers to).
+    Show,
+}
+
+/// Which policy, and scopes added on top of it.
+#[derive(Debug, Args, Clone, Default)]
+pub(crate) struct PolicyArgs {
+    /// A TOML policy file.
+    #[arg(long, value_name = "FILE")]
+    pub(crate) policy: Option<PathBuf>,
+    /// The profile (built-in: workspace-write, read-only, cross-project; or one in --policy).
+    #[arg(long, value_name = "NAME")]
+    pub(crate) profile: Option<String>,
+    /// The agent id: sets ${AGENT_ID} and picks [profile.ID] when the file has one.
+    #[arg(long, value_name = "ID")]
+    pub(crate) agent: Option<String>,
+    /// Grant read and write on a path or glob.
+    #[arg(long = "rw", value_name = "PATH")]
+    pub(crate) rw: Vec<String>,
+    /// Grant read on a path or glob.
+    #[arg(long = "ro", value_name = "PATH")]
+    pub(crate) ro: Vec<String>,
+    /// Make a path or glob read-only, even inside a writable tree.
+    #[arg(long = "read-only", value_name = "PATH")]
+    pub(crate) read_only: Vec<String>,
+    /// Deny a path or glob, even inside a granted tree.
+    #[arg(long, value_name = "PATH")]
+    pub(crate) deny: Vec<String>,
+    /// ${REPO_ROOT} for policies that use it.
+    #[arg(long, value_name = "DIR")]
+    pub(crate) repo_root: Option<PathBuf>,
+    /// ${WORKTREE} for policies that use it.
+    #[arg(long, value_name = "DIR")]
+    pub(crate) worktree: Option<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct RunArgs {
+    #[command(flatten)]
+    pub(crate) policy: PolicyArgs,
+    /// Set a variable in the confined environment (K=V). Never put secrets here: use --env-file.
+    #[arg(long = "env", value_name = "K=V")]
+    pub(crate) env: Vec<String>,
+    /// Read K=V lines (comments with #) into the confined environment; keeps secrets out of argv.
+    #[arg(long = "env-file", value_name = "FILE")]
+    pub(crate) env_file: Vec<PathBuf>,
+    /// Pass a variable from this environment.
+    #[arg(long = "pass-env", value_name = "NAME")]
+    pub(crate) pass_env: Vec<String>,
+    /// Allow network access (default: none).
+    #[arg(long)]
+    pub(crate) net: bool,
+    /// Time limit (30s, 5m, 1h); exit 124 when reached.
+    #[arg(long, value_name = "DURATION")]
+    pub(crate) timeout: Option<String>,
+    /// Memory limit per process (data segment), e.g. 2GiB.
+    #[arg(long, value_name = "SIZE")]
+    pub(crate) memory: Option<String>,
+    /// Process and thread limit (needs a non-root uid: see --user).
+    #[arg(long, value_name = "N")]
+    pub(crate) pids: Option<u64>,
+    /// Limit on bytes of stdout and of stderr each, e.g. 16MiB.
+    #[arg(long, value_name = "SIZE")]
+    pub(crate) max_output: Option<String>,
+    /// Largest file the program may write, e.g. 1GiB.
+    #[arg(long, value_name = "SIZE")]
+    pub(crate) max_file_size: Option<String>,
+    /// Run even where the kernel cannot enforce everything (weaker; says what is missing).
+    #[arg(long)]
+    pub(crate) best_effort: bool,
+    /// When started as root, run the program as this unprivileged user.
+    #[arg(long, value_name = "NAME")]
+    pub(crate) user: Option<String>,
+    /// The command and its arguments.
+    #[arg(
+        required = true,
+        trailing_var_arg = true,
+        allow_hyphen_values = true,
+        value_name = "COMMAND"
+    )]
+    pub(crate) command: Vec<std::ffi::OsString>,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct ExplainArgs {
+    #[command(flatten)]
+    pub(crate) policy: PolicyArgs,
+    /// Explain reading this path.
+    #[arg(long = "read", value_name = "PATH", conflicts_with = "write_path")]
+    pub(crate) read_path: Option<PathBuf>,
+    /// Explain writing this path.
+    #[arg(long = "write", value_name = "PATH")]
+    pub(crate) write_path: Option<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct AuditArgs {
+    /// Only records newer than this: a duration (30m, 1h, 2d) or a timestamp.
+    #[arg(long, value_name = "WHEN")]
+    pub(crate) since: Option<String>,
+    /// Only this agent.
+    #[arg(long, value_name = "ID")]
+    pub(crate) agent: Option<String>,
+    /// Only this layer (kernel, hook, fs, quarantine, workspace).
+    #[arg(long, value_name = "LAYER")]
+    pub(crate) layer: Option<String>,
+    /// At most this many records.
+    #[arg(long, value_name = "N", default_value_t = 100)]
+    pub(crate) limit: usize,
+}

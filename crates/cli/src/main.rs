@@ -1,0 +1,94 @@
+//! `stockade`: the command-line front end. The only crate that parses argv or prints for humans.
+
+mod args;
+mod audit_cmd;
+mod explain;
+mod output;
+mod policy_args;
+mod run;
+
+use std::process::ExitCode;
+
+use clap::Parser;
+
+use args::{Cli, Command, ProfileAction, SchemaKind};
+
+/// How stockade ends (DESIGN.md, "Command line"; the README lists every code).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum ExitStatus {
+    /// 0.
+    Success,
+    /// 1: a query answered "no" (e.g. `explain` of a denied access).
+    No,
+    /// 124: the time limit passed.
+    Timeout,
+    /// 125: a policy or usage error, or the sandbox could not be built.
+    Usage,
+    /// 126: the program cannot be executed.
+    CannotExecute,
+    /// 127: the program was not found.
+    NotFound,
+    /// The confined program's own code, or 128+N for signal N.
+    External(u8),
+}
+
+impl From<ExitStatus> for ExitCode {
+    fn from(s: ExitStatus) -> Self {
+        ExitCode::from(match s {
+            ExitStatus::Success => 0,
+            ExitStatus::No => 1,
+            ExitStatus::Timeout => 124,
+            ExitStatus::Usage => 125,
+            ExitStatus::CannotExecute => 126,
+            ExitStatus::NotFound => 127,
+            ExitStatus::External(c) => c,
+        })
+    }
+}
+
+fn main() -> ExitCode {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            let _ = e.print();
+            return if e.use_stderr() {
+                ExitStatus::Usage.into()
+            } else {
+                ExitStatus::Success.into()
+            };
+        }
+    };
+    let audit = policy_args::audit_log(cli.audit_log.as_deref());
+    let result = match cli.command {
+        Command::Run(args) => run::run(args, cli.json, &audit),
+        Command::Explain(args) => explain::explain(args, cli.json),
+        Command::Audit(args) => audit_cmd::audit(args, cli.json, &audit),
+        Command::Schema {
+            which: SchemaKind::Policy,
+        } => {
+            output::json_pretty(&stockade_policy::policy_schema());
+            Ok(ExitStatus::Success)
+        }
+        Command::Profile {
+            action: ProfileAction::List,
+        } => {
+            for name in stockade_policy::BUILTIN_PROFILES {
+                output::out(name);
+            }
+            Ok(ExitStatus::Success)
+        }
+        Command::Profile {
+            action: ProfileAction::Show,
+        } => {
+            output::out(stockade_policy::BUILTIN_TOML.trim_start());
+            Ok(ExitStatus::Success)
+        }
+    };
+    match result {
+        Ok(status) => status.into(),
+        Err(e) => {
+            output::message(&format!("{e:#}"));
+            ExitStatus::Usage.into()
+        }
+    }
+}

@@ -1,0 +1,32 @@
+//! The one place that writes to stdout and stderr. Results go to stdout; messages to stderr, prefixed
+//! `stockade:`. A closed stdout (broken pipe) is not an error.
+
+use std::io::Write;
+
+pub(crate) fn out(text: &str) {
+    let mut stdout = std::io::stdout().lock();
+    let _ = stdout.write_all(text.as_bytes());
+    if !text.ends_with('\n') {
+        let _ = stdout.write_all(b"\n");
+    }
+    let _ = stdout.flush();
+}
+
+pub(crate) fn json(value: &impl serde::Serialize) {
+    match serde_json::to_string(value) {
+        Ok(s) => out(&s),
+        Err(e) => message(&format!("cannot serialise output: {e}")),
+    }
+}
+
+pub(crate) fn json_pretty(value: &impl serde::Serialize) {
+    match serde_json::to_string_pretty(value) {
+        Ok(s) => out(&s),
+        Err(e) => message(&format!("cannot serialise output: {e}")),
+    }
+}
+
+pub(crate) fn message(text: &str) {
+    let mut stderr = std::io::stderr().lock();
+    let _ = writeln!(stderr, "stockade: {text}");
+}

@@ -1,0 +1,68 @@
+//! From raw flags to a resolved policy.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::Context;
+use stockade_audit::AuditLog;
+use stockade_policy::{PolicyBuilder, ScopeKind, Variables};
+
+use crate::args::PolicyArgs;
+
+/// The variables every command starts from: CWD, HOME, and the flags that set others.
+pub(crate) fn variables(args: &PolicyArgs) -> anyhow::Result<Variables> {
+    let cwd = std::env::current_dir().context("cannot read the current directory")?;
+    let mut vars = Variables::default();
+    vars.set_path("CWD", &cwd);
+    let home = std::env::var_os("HOME")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("/"));
+    vars.set_path("HOME", home);
+    if let Some(r) = &args.repo_root {
+        vars.set_path("REPO_ROOT", absolute(&cwd, r));
+    }
+    if let Some(w) = &args.worktree {
+        vars.set_path("WORKTREE", absolute(&cwd, w));
+    }
+    Ok(vars)
+}
+
+fn absolute(cwd: &Path, p: &Path) -> PathBuf {
+    if p.is_absolute() {
+        p.to_path_buf()
+    } else {
+        cwd.join(p)
+    }
+}
+
+/// A builder with the profile choice and the flag scopes applied.
+pub(crate) fn builder(args: &PolicyArgs, vars: Variables) -> PolicyBuilder {
+    let mut b = PolicyBuilder::new(vars);
+    if let Some(p) = &args.policy {
+        b.policy_file(p);
+    }
+    if let Some(p) = &args.profile {
+        b.profile(p);
+    }
+    if let Some(a) = &args.agent {
+        b.agent(a);
+    }
+    for (list, kind, flag) in [
+        (&args.rw, ScopeKind::Write, "--rw"),
+        (&args.ro, ScopeKind::Read, "--ro"),
+        (&args.read_only, ScopeKind::ReadOnly, "--read-only"),
+        (&args.deny, ScopeKind::Deny, "--deny"),
+    ] {
+        for p in list {
+            b.flag_scope(kind, p.clone(), flag);
+        }
+    }
+    b
+}
+
+/// The audit log location.
+pub(crate) fn audit_log(flag: Option<&Path>) -> AuditLog {
+    match flag {
+        Some(p) => AuditLog::at(p),
+        None => AuditLog::at(AuditLog::default_path(|k| std::env::var(k).ok())),
+    }
+}

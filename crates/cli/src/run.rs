@@ -1,0 +1,187 @@
+//! `stockade run`.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use anyhow::{Context, anyhow, bail};
+use stockade_audit::{AuditLog, AuditRecord, Layer};
+use stockade_policy::{LimitsOverride, NetMode, parse_duration, parse_size};
+use stockade_sandbox::{SandboxBuilder, SandboxError, StopReason};
+
+use crate::ExitStatus;
+use crate::args::RunArgs;
+use crate::output;
+use crate::policy_args;
+
+pub(crate) fn run(args: RunArgs, json: bool, audit: &AuditLog) -> anyhow::Result<ExitStatus> {
+    let temp = stockade_sandbox::new_temp_dir_path();
+    let mut vars = policy_args::variables(&args.policy)?;
+    vars.set_path("TEMP_DIR", &temp);
+    let mut builder = policy_args::builder(&args.policy, vars);
+    for kv in &args.env {
+        let (k, v) = kv
+            .split_once('=')
+            .ok_or_else(|| anyhow!("--env '{kv}' is not K=V"))?;
+        builder.env_set(k, v);
+    }
+    for file in &args.env_file {
+        for (k, v) in read_env_file(file)? {
+            builder.env_set(k, v);
+        }
+    }
+    for k in &args.pass_env {
+        builder.env_pass(k);
+    }
+    if args.net {
+        builder.net(NetMode::All);
+    }
+    let size = |flag: &str, v: &Option<String>| -> anyhow::Result<Option<u64>> {
+        v.as_deref()
+            .map(|s| parse_size(s).map_err(|e| anyhow!("{flag}: {e}")))
+            .transpose()
+    };
+    builder.limits(LimitsOverride {
+        timeout: args
+            .timeout
+            .as_deref()
+            .map(|t| parse_duration(t).map_err(|e| anyhow!("--timeout: {e}")))
+            .transpose()?,
+        memory: size("--memory", &args.memory)?,
+        pids: args.pids,
+        output: size("--max-output", &args.max_output)?,
+        file_size: size("--max-file-size", &args.max_file_size)?,
+    });
+    let policy = Arc::new(builder.build()?);
+
+    let (program, rest) = args
+        .command
+        .split_first()
+        .ok_or_else(|| anyhow!("no command given"))?;
+    let command_line = args
+        .command
+        .iter()
+        .map(|a| a.to_string_lossy())
+        .collect::<Vec<_>>()
+        .join(" ");
+    let mut sandbox = SandboxBuilder::new(policy.clone(), program, rest)
+        .temp_dir(&temp)
+        .best_effort(args.best_effort);
+    if let Some(u) = &args.user {
+        sandbox = sandbox.user(u);
+    }
+    let refuse = |e: SandboxError| -> anyhow::Result<ExitStatus> {
+        if matches!(
+            e,
+            SandboxError::NotExecutable { .. } | SandboxError::CwdNotVisible { .. }
+        ) {
+            let record = AuditRecord::new(Layer::Kernel, e.to_string())
+                .maybe_agent(args.policy.agent.as_deref())
+                .tool("run")
+                .command(command_line.clone());
+            if let Err(err) = audit.append(&record) {
+                output::message(&err.to_string());
+            }
+        }
+        output::message(&e.to_string());
+        Ok(match e.exit_code() {
+            127 => ExitStatus::NotFound,
+            126 => ExitStatus::CannotExecute,
+            _ => ExitStatus::Usage,
+        })
+    };
+    let sandbox = match sandbox.build() {
+        Ok(s) => s,
+        Err(e) => return refuse(e),
+    };
+    for w in sandbox.warnings() {
+        output::message(&format!("warning: {w}"));
+    }
+    let running = match sandbox.spawn() {
+        Ok(r) => r,
+        Err(e) => return refuse(e),
+    };
+    let outcome = match running.wait() {
+        Ok(o) => o,
+        Err(e) => return refuse(e),
+    };
+    match &outcome.stopped {
+        Some(StopReason::Timeout { limit_ms }) => output::message(&format!(
+            "timed out after {}; the whole process tree was killed",
+            human_ms(*limit_ms)
+        )),
+        Some(StopReason::Cancelled { signal }) => output::message(&format!(
+            "cancelled by signal {signal}; the whole process tree was killed"
+        )),
+        Some(StopReason::OutputLimit { stream, limit }) => output::message(&format!(
+            "{stream} exceeded the output limit of {limit} bytes; the run was stopped (raise --max-output or limits.output)"
+        )),
+        Some(_) | None => {}
+    }
+    if json {
+        output::json(&outcome);
+    }
+    Ok(match outcome.status {
+        124 if outcome.timed_out => ExitStatus::Timeout,
+        s => ExitStatus::External(u8::try_from(s).unwrap_or(125)),
+    })
+}
+
+fn human_ms(ms: u64) -> String {
+    if ms.is_multiple_of(1000) {
+        format!("{} s", ms / 1000)
+    } else {
+        format!("{ms} ms")
+    }
+}
+
+/// `K=V` lines; blank lines and `#` comments skipped; `export ` and matching quotes stripped.
+fn read_env_file(path: &Path) -> anyhow::Result<Vec<(String, String)>> {
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("cannot read --env-file '{}'", path.display()))?;
+    let mut out = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        let line = line.trim();
+        if line.is_empty() || line.starts_with('#') {
+            continue;
+        }
+        let line = line.strip_prefix("export ").unwrap_or(line);
+        let Some((k, v)) = line.split_once('=') else {
+            bail!("{}:{}: expected K=V", path.display(), i + 1);
+        };
+        let v = v.trim();
+        let v = v
+            .strip_prefix('"')
+            .and_then(|v| v.strip_suffix('"'))
+            .or_else(|| v.strip_prefix('\'').and_then(|v| v.strip_suffix('\'')))
+            .unwrap_or(v);
+        out.push((k.trim().to_string(), v.to_string()));
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn env_files_parse() {
+        let dir = tempfile::tempdir().unwrap();
+        let f = dir.path().join("a.env");
+        std::fs::write(&f, "# c\nA=1\nexport B=\"two words\"\n\nC='x=y'\n").unwrap();
+        assert_eq!(
+            read_env_file(&f).unwrap(),
+            vec![
+                ("A".into(), "1".into()),
+                ("B".into(), "two words".into()),
+                ("C".into(), "x=y".into())
+            ]
+        );
+        std::fs::write(&f, "oops\n").unwrap();
+        assert!(
+            read_env_file(&f)
+                .unwrap_err()
+                .to_string()
+                .contains("a.env:1")
+        );
+    }
+}

@@ -1,0 +1,537 @@
+//! What runs inside the new namespaces: the init process that builds the private root, and the agent
+//! process it forks, which drops every privilege and executes the program.
+//!
+//! Everything here runs in a child of a single-threaded supervisor. All strings are prepared beforehand;
+//! the steps below are system calls plus the Landlock ruleset (which allocates, which is sound because the
+//! child has exactly one thread).
+
+use std::ffi::{CString, c_int};
+use std::os::fd::RawFd;
+use std::path::PathBuf;
+
+use libc::c_char;
+
+use crate::plan::LandlockGrant;
+use crate::sys;
+
+/// The steps, by index, as reported back over the error pipe.
+pub(crate) const STAGES: &[&str] = &[
+    "setsid",                 // 0
+    "user namespace mapping", // 1
+    "private mount propagation",
+    "staging tmpfs",
+    "pivot to staging",
+    "bind mount",
+    "mask mount",
+    "private tmpfs",
+    "proc mount",
+    "dev setup",
+    "symlink", // 10
+    "read-only remount",
+    "loopback up",
+    "pivot to new root",
+    "fork agent",
+    "working directory",
+    "resource limits",
+    "switch user",
+    "drop capabilities",
+    "landlock",
+    "landlock not fully enforced", // 20
+    "exec",
+    "close inherited descriptors",
+    "no-new-privileges",
+];
+
+pub(crate) const STAGE_EXEC: u32 = 21;
+
+/// One mount, with its strings ready.
+#[derive(Debug)]
+pub(crate) enum PreparedOp {
+    Bind {
+        src: CString,
+        dst: CString,
+        write: bool,
+        dir: bool,
+    },
+    MaskDir {
+        dst: CString,
+    },
+    MaskFile {
+        dst: CString,
+    },
+    Tmpfs {
+        dst: CString,
+        data: CString,
+    },
+    Proc {
+        dst: CString,
+    },
+    Dev {
+        dst: CString,
+        devices: Vec<(CString, CString)>,
+        links: Vec<(CString, CString)>,
+    },
+    Symlink {
+        target: CString,
+        dst: CString,
+    },
+    Stub {
+        dst: CString,
+        dir: bool,
+    },
+}
+
+/// Everything the child needs, computed before the clone.
+pub(crate) struct Prepared {
+    pub(crate) user_ns: Option<(u32, u32)>,
+    pub(crate) net_ns: bool,
+    pub(crate) ops: Vec<PreparedOp>,
+    /// Parent directories to create (in order) before each op; tmpfs areas only.
+    pub(crate) mkdirs: Vec<Vec<CString>>,
+    pub(crate) landlock: Vec<(PathBuf, LandlockGrant)>,
+    pub(crate) landlock_hard: bool,
+    pub(crate) cwd: CString,
+    pub(crate) exec_path: CString,
+    pub(crate) _argv: Vec<CString>,
+    pub(crate) argv_ptrs: Vec<*const c_char>,
+    pub(crate) _envp: Vec<CString>,
+    pub(crate) envp_ptrs: Vec<*const c_char>,
+    pub(crate) rlimits: Vec<(libc::__rlimit_resource_t, u64)>,
+    pub(crate) switch_user: Option<(u32, u32)>,
+    pub(crate) stdout_w: Option<RawFd>,
+    pub(crate) stderr_w: Option<RawFd>,
+    pub(crate) err_w: RawFd,
+    pub(crate) status_w: RawFd,
+    pub(crate) old_mask: libc::sigset_t,
+    pub(crate) cap_last: u32,
+    pub(crate) strings: Strings,
+}
+
+/// Fixed strings used during setup.
+pub(crate) struct Strings {
+    pub(crate) root: CString,
+    pub(crate) staging: CString,
+    pub(crate) newroot: CString,
+    pub(crate) newroot_rel: CString,
+    pub(crate) oldroot_rel: CString,
+    pub(crate) maskfile: CString,
+    pub(crate) tmpfs: CString,
+    pub(crate) proc_: CString,
+    pub(crate) dot: CString,
+    pub(crate) setgroups: CString,
+    pub(crate) uid_map: CString,
+    pub(crate) gid_map: CString,
+    pub(crate) deny: CString,
+    pub(crate) mask_data: CString,
+    pub(crate) dev_data: CString,
+}
+
+impl Strings {
+    pub(crate) fn new() -> Self {
+        let c = |s: &str| CString::new(s).unwrap_or_default();
+        Strings {
+            root: c("/"),
+            staging: c("/tmp"),
+            newroot: c("/newroot"),
+            newroot_rel: c("newroot"),
+            oldroot_rel: c("oldroot"),
+            maskfile: c("/mask"),
+            tmpfs: c("tmpfs"),
+            proc_: c("proc"),
+            dot: c("."),
+            setgroups: c("/proc/self/setgroups"),
+            uid_map: c("/proc/self/uid_map"),
+            gid_map: c("/proc/self/gid_map"),
+            deny: c("deny"),
+            mask_data: c("mode=0111,size=16k"),
+            dev_data: c("mode=0755,size=64k"),
+        }
+    }
+}
+
+/// Reports a failed step to the supervisor and leaves.
+///
+/// The message is `stage (u32) | errno (i32) | detail (UTF-8, rest)`; the detail is only sent for errors that
+/// carry no errno (Landlock's), where formatting (which allocates) is sound because this child has one thread.
+fn fail(err_w: RawFd, stage: u32, err: &std::io::Error, code: c_int) -> ! {
+    let errno = err.raw_os_error().unwrap_or(0);
+    let mut msg = [0u8; 512];
+    msg[..4].copy_from_slice(&stage.to_ne_bytes());
+    msg[4..8].copy_from_slice(&errno.to_ne_bytes());
+    let mut len = 8;
+    if errno == 0 {
+        let detail = err.to_string();
+        let n = detail.len().min(msg.len() - 8);
+        msg[8..8 + n].copy_from_slice(&detail.as_bytes()[..n]);
+        len += n;
+    }
+    let _ = sys::write_all(err_w, &msg[..len]);
+    sys::exit_now(code)
+}
+
+trait Step<T> {
+    fn or_fail(self, p: &Prepared, stage: u32) -> T;
+}
+
+impl<T> Step<T> for std::io::Result<T> {
+    fn or_fail(self, p: &Prepared, stage: u32) -> T {
+        match self {
+            Ok(v) => v,
+            Err(e) => fail(p.err_w, stage, &e, 125),
+        }
+    }
+}
+
+/// The sandbox's PID 1. Never returns.
+pub(crate) fn init_main(p: &Prepared) -> ! {
+    // If the supervisor dies, so does this init, and with it the whole PID namespace.
+    let _ = sys::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong);
+    sys::setsid().or_fail(p, 0);
+    let s = &p.strings;
+    if let Some((uid, gid)) = p.user_ns {
+        let _ = sys::write_file(&s.setgroups, s.deny.as_bytes());
+        let mut buf = [0u8; 64];
+        let n = format_map(&mut buf, uid);
+        sys::write_file(&s.uid_map, buf.get(..n).unwrap_or(&[])).or_fail(p, 1);
+        let n = format_map(&mut buf, gid);
+        sys::write_file(&s.gid_map, buf.get(..n).unwrap_or(&[])).or_fail(p, 1);
+    }
+    build_root(p);
+    if p.net_ns {
+        sys::loopback_up().or_fail(p, 12);
+    }
+    // Switch to the new root and let go of the old one.
+    sys::chdir(&s.newroot).or_fail(p, 13);
+    sys::pivot_root(&s.dot, &s.dot).or_fail(p, 13);
+    sys::umount_detach(&s.dot).or_fail(p, 13);
+    sys::chdir(&s.root).or_fail(p, 13);
+
+    let agent = sys::fork().or_fail(p, 14);
+    let Some(agent_pid) = agent else {
+        agent_main(p)
+    };
+
+    // The init: hold no descriptor the agent could use, keep no privilege, reap until the agent is done.
+    sys::close(p.err_w);
+    if let Some(fd) = p.stdout_w {
+        sys::close(fd);
+    }
+    if let Some(fd) = p.stderr_w {
+        sys::close(fd);
+    }
+    let _ = sys::prctl(libc::PR_SET_DUMPABLE, 0);
+    drop_capability_bounding_set(p.cap_last);
+    let _ = sys::clear_capabilities();
+    loop {
+        match sys::waitpid(-1, 0) {
+            Ok((pid, status)) if pid == agent_pid => {
+                let _ = sys::write_all(p.status_w, &status.to_ne_bytes());
+                // Exiting as PID 1 makes the kernel kill everything left in the namespace, daemons included.
+                sys::exit_now(0)
+            }
+            Ok(_) => continue,
+            Err(_) => sys::exit_now(125),
+        }
+    }
+}
+
+fn format_map(buf: &mut [u8; 64], id: u32) -> usize {
+    // "<id> <id> 1\n" without allocating.
+    let mut digits = [0u8; 10];
+    let mut n = id;
+    let mut len = 0;
+    loop {
+        digits[len] = b'0' + (n % 10) as u8;
+        len += 1;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    let mut pos = 0;
+    for _ in 0..2 {
+        for i in (0..len).rev() {
+            buf[pos] = digits[i];
+            pos += 1;
+        }
+        buf[pos] = b' ';
+        pos += 1;
+    }
+    buf[pos] = b'1';
+    buf[pos + 1] = b'\n';
+    pos + 2
+}
+
+fn build_root(p: &Prepared) {
+    let s = &p.strings;
+    let nosuid_nodev = libc::MS_NOSUID | libc::MS_NODEV;
+    sys::mount(None, &s.root, None, libc::MS_REC | libc::MS_PRIVATE, None).or_fail(p, 2);
+    // A staging tmpfs becomes the root for a moment, so the host's tree stays reachable at /oldroot
+    // while the new one is assembled at /newroot (the same dance as bubblewrap).
+    sys::mount(
+        Some(&s.tmpfs),
+        &s.staging,
+        Some(&s.tmpfs),
+        nosuid_nodev,
+        None,
+    )
+    .or_fail(p, 3);
+    sys::chdir(&s.staging).or_fail(p, 4);
+    sys::mkdir(&s.newroot_rel, 0o755).or_fail(p, 4);
+    sys::mkdir(&s.oldroot_rel, 0o755).or_fail(p, 4);
+    sys::mount(
+        Some(&s.tmpfs),
+        &s.newroot_rel,
+        Some(&s.tmpfs),
+        nosuid_nodev,
+        None,
+    )
+    .or_fail(p, 4);
+    sys::pivot_root(&s.dot, &s.oldroot_rel).or_fail(p, 4);
+    sys::chdir(&s.root).or_fail(p, 4);
+    sys::touch(&s.maskfile, 0).or_fail(p, 6);
+
+    for (op, parents) in p.ops.iter().zip(&p.mkdirs) {
+        for dir in parents {
+            match sys::mkdir(dir, 0o755) {
+                Ok(()) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+                Err(e) => fail(p.err_w, 5, &e, 125),
+            }
+        }
+        match op {
+            PreparedOp::Bind {
+                src,
+                dst,
+                write,
+                dir,
+            } => {
+                ensure_target(p, dst, *dir);
+                sys::mount(Some(src), dst, None, libc::MS_BIND | libc::MS_REC, None).or_fail(p, 5);
+                if !write {
+                    sys::make_readonly_recursive(dst).or_fail(p, 11);
+                }
+            }
+            PreparedOp::MaskDir { dst } => {
+                sys::mount(
+                    Some(&s.tmpfs),
+                    dst,
+                    Some(&s.tmpfs),
+                    nosuid_nodev | libc::MS_NOEXEC,
+                    Some(&s.mask_data),
+                )
+                .or_fail(p, 6);
+            }
+            PreparedOp::MaskFile { dst } => {
+                sys::mount(Some(&s.maskfile), dst, None, libc::MS_BIND, None).or_fail(p, 6);
+                sys::make_readonly_recursive(dst).or_fail(p, 11);
+            }
+            PreparedOp::Tmpfs { dst, data } => {
+                ensure_target(p, dst, true);
+                sys::mount(
+                    Some(&s.tmpfs),
+                    dst,
+                    Some(&s.tmpfs),
+                    nosuid_nodev,
+                    Some(data),
+                )
+                .or_fail(p, 7);
+            }
+            PreparedOp::Proc { dst } => {
+                ensure_target(p, dst, true);
+                sys::mount(
+                    Some(&s.proc_),
+                    dst,
+                    Some(&s.proc_),
+                    nosuid_nodev | libc::MS_NOEXEC,
+                    None,
+                )
+                .or_fail(p, 8);
+            }
+            PreparedOp::Dev {
+                dst,
+                devices,
+                links,
+            } => {
+                ensure_target(p, dst, true);
+                sys::mount(
+                    Some(&s.tmpfs),
+                    dst,
+                    Some(&s.tmpfs),
+                    libc::MS_NOSUID | libc::MS_NOEXEC,
+                    Some(&s.dev_data),
+                )
+                .or_fail(p, 9);
+                for (src, target) in devices {
+                    // A device the host lacks is simply absent inside.
+                    if sys::file_type(src).is_ok() {
+                        sys::touch(target, 0o666).or_fail(p, 9);
+                        sys::mount(Some(src), target, None, libc::MS_BIND, None).or_fail(p, 9);
+                    }
+                }
+                for (target, link) in links {
+                    sys::symlink(target, link).or_fail(p, 9);
+                }
+            }
+            PreparedOp::Stub { dst, dir } => {
+                let r = if *dir {
+                    sys::mkdir(dst, 0)
+                } else {
+                    sys::touch(dst, 0)
+                };
+                match r {
+                    Ok(()) => {}
+                    Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+                    Err(e) => fail(p.err_w, 5, &e, 125),
+                }
+            }
+            PreparedOp::Symlink { target, dst } => match sys::symlink(target, dst) {
+                Ok(()) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+                Err(e) => fail(p.err_w, 10, &e, 125),
+            },
+        }
+    }
+    // Masks and the skeleton itself become read-only once everything is mounted on them.
+    for op in &p.ops {
+        if let PreparedOp::MaskDir { dst } = op {
+            sys::chmod(dst, 0o111).or_fail(p, 11);
+            sys::make_readonly_recursive(dst).or_fail(p, 11);
+        }
+    }
+    sys::mount(
+        None,
+        &s.newroot,
+        None,
+        libc::MS_REMOUNT | libc::MS_BIND | libc::MS_RDONLY | nosuid_nodev,
+        None,
+    )
+    .or_fail(p, 11);
+}
+
+/// Creates an empty directory or file to mount on, where nothing is yet (only possible in tmpfs areas).
+fn ensure_target(p: &Prepared, dst: &CString, dir: bool) {
+    if sys::file_type(dst).is_ok() {
+        return;
+    }
+    let r = if dir {
+        sys::mkdir(dst, 0o755)
+    } else {
+        sys::touch(dst, 0o644)
+    };
+    r.or_fail(p, 5);
+}
+
+fn drop_capability_bounding_set(cap_last: u32) {
+    for cap in 0..=cap_last {
+        let _ = sys::prctl(libc::PR_CAPBSET_DROP, cap as libc::c_ulong);
+    }
+}
+
+/// The agent: confine, drop everything, exec. Never returns.
+fn agent_main(p: &Prepared) -> ! {
+    let _ = sys::set_signal_mask(&p.old_mask);
+    sys::reset_signal_dispositions();
+    if let Some(fd) = p.stdout_w {
+        sys::dup2(fd, 1).or_fail(p, 22);
+    }
+    if let Some(fd) = p.stderr_w {
+        sys::dup2(fd, 2).or_fail(p, 22);
+    }
+    // The error pipe moves to fd 3 (close-on-exec); everything from 4 up is closed, however high.
+    sys::dup2(p.err_w, 3).or_fail(p, 22);
+    sys::set_cloexec(3).or_fail(p, 22);
+    let err_w = 3;
+    sys::close_from(4).or_fail(p, 22);
+    let p_err = |stage: u32, e: &std::io::Error| fail(err_w, stage, e, 125);
+
+    if let Err(e) = sys::chdir(&p.cwd) {
+        p_err(15, &e);
+    }
+    for (resource, value) in &p.rlimits {
+        if let Err(e) = sys::setrlimit(*resource, *value) {
+            p_err(16, &e);
+        }
+    }
+    // Root keeps no capability across exec: lock the securebits first (needs CAP_SETPCAP), then empty the
+    // bounding set, then (optionally) switch user, then clear what is left.
+    let securebits = 0x2f; // NOROOT | NOROOT_LOCKED | NO_SETUID_FIXUP | NO_SETUID_FIXUP_LOCKED | KEEP_CAPS_LOCKED
+    let _ = sys::prctl(libc::PR_SET_SECUREBITS, securebits);
+    drop_capability_bounding_set(p.cap_last);
+    let _ = sys::prctl(
+        libc::PR_CAP_AMBIENT,
+        libc::PR_CAP_AMBIENT_CLEAR_ALL as libc::c_ulong,
+    );
+    if let Some((uid, gid)) = p.switch_user
+        && let Err(e) = sys::set_ids(uid, gid)
+    {
+        p_err(17, &e);
+    }
+    if let Err(e) = sys::clear_capabilities() {
+        p_err(18, &e);
+    }
+    match sys::has_effective_capabilities() {
+        Ok(false) => {}
+        Ok(true) => p_err(18, &std::io::Error::from_raw_os_error(libc::EPERM)),
+        Err(e) => p_err(18, &e),
+    }
+    if let Err(e) = sys::prctl(libc::PR_SET_NO_NEW_PRIVS, 1) {
+        p_err(23, &e);
+    }
+    if let Err((stage, e)) = apply_landlock(&p.landlock, p.landlock_hard) {
+        p_err(stage, &e);
+    }
+    let e = sys::execve(&p.exec_path, &p.argv_ptrs, &p.envp_ptrs);
+    let code = if e.kind() == std::io::ErrorKind::NotFound {
+        127
+    } else {
+        126
+    };
+    fail(err_w, STAGE_EXEC, &e, code)
+}
+
+fn apply_landlock(
+    rules: &[(PathBuf, LandlockGrant)],
+    hard: bool,
+) -> Result<(), (u32, std::io::Error)> {
+    use landlock::{
+        ABI, Access, AccessFs, CompatLevel, Compatible, PathBeneath, PathFd, Ruleset, RulesetAttr,
+        RulesetCreatedAttr, RulesetStatus, Scope,
+    };
+    let abi = ABI::V6;
+    let err = |e: &dyn std::fmt::Display| (19, std::io::Error::other(e.to_string()));
+    let level = if hard {
+        CompatLevel::HardRequirement
+    } else {
+        CompatLevel::BestEffort
+    };
+    let mut created = Ruleset::default()
+        .set_compatibility(level)
+        .handle_access(AccessFs::from_all(abi))
+        .and_then(|r| r.scope(Scope::from_all(abi)))
+        .and_then(|r| r.create())
+        .map_err(|e| err(&e))?;
+    for (path, grant) in rules {
+        let access = match grant {
+            LandlockGrant::Read => AccessFs::from_read(abi),
+            LandlockGrant::Write => AccessFs::from_all(abi),
+            LandlockGrant::FileReadWrite => AccessFs::from_file(abi),
+        };
+        // A path that vanished since planning grants nothing; that is the safe direction.
+        let Ok(fd) = PathFd::new(path) else { continue };
+        // Directory-only rights on a file are an error under a hard requirement: keep the file subset.
+        let access = if std::fs::metadata(path).is_ok_and(|m| m.is_dir()) {
+            access
+        } else {
+            access & AccessFs::from_file(abi)
+        };
+        created = created
+            .add_rule(PathBeneath::new(fd, access))
+            .map_err(|e| err(&e))?;
+    }
+    let status = created.restrict_self().map_err(|e| err(&e))?;
+    if hard && status.ruleset != RulesetStatus::FullyEnforced {
+        return Err((20, std::io::Error::other(format!("{:?}", status.ruleset))));
+    }
+    Ok(())
+}

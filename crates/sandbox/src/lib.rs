@@ -1,0 +1,75 @@
+//! OS enforcement of a resolved stockade policy on one child process and everything it starts.
+//!
+//! ```no_run
+//! use std::sync::Arc;
+//! use stockade_policy::{PolicyBuilder, Variables};
+//! use stockade_sandbox::{SandboxBuilder, Stdio};
+//!
+//! let cwd = std::env::current_dir()?;
+//! let temp = stockade_sandbox::new_temp_dir_path();
+//! let mut vars = Variables::default();
+//! vars.set_path("CWD", &cwd).set_path("HOME", "/root").set_path("TEMP_DIR", &temp);
+//! let policy = Arc::new(PolicyBuilder::new(vars).build()?);
+//! let outcome = SandboxBuilder::new(policy, "sh", ["-c", "echo hi > note.txt"])
+//!     .cwd(&cwd)
+//!     .temp_dir(&temp)
+//!     .build()?
+//!     .spawn()?
+//!     .wait()?;
+//! assert_eq!(outcome.exit_code, Some(0));
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
+//! # Security model
+//!
+//! The confined process is hostile. The boundary is the kernel, set up in this order by a child of the
+//! (single-threaded) supervisor, which becomes PID 1 of new namespaces:
+//!
+//! 1. New PID, mount, IPC and (unless the policy allows network) network namespaces; a user namespace
+//!    when not started as root. A new session (`setsid`): no controlling terminal, so no `TIOCSTI`
+//!    keystroke injection into the user's shell.
+//! 2. A private root built from nothing: an empty tmpfs onto which every granted path is bind-mounted at
+//!    its own path, read-only unless the policy grants write. What the policy does not grant does not exist
+//!    inside (not even for `stat`, pathname sockets such as `docker.sock`, or `/proc/<pid>/root` of outside
+//!    processes: `/proc` is a fresh one for the new PID namespace). `deny` targets inside granted trees are
+//!    covered by empty read-only mounts; `read-only` targets inside writable trees are re-bound read-only,
+//!    and every directory between them and the writable root is made a mount point so it cannot be renamed
+//!    away. `/dev` holds only null, zero, full, random, urandom and tty. The temp dir and `/dev/shm` are
+//!    private tmpfs mounts that vanish with the namespace.
+//! 3. The agent process: signals reset, every descriptor above 2 closed (`close_range`), rlimits set,
+//!    capability bounding set emptied, securebits locked so uid 0 gains nothing on exec, all capabilities
+//!    cleared and checked, `no_new_privs`, then Landlock (filesystem rights mirroring the mounts, plus
+//!    signal and abstract-Unix-socket scoping, which also stops ptrace of anything outside), then `execve`.
+//! 4. When the agent exits, PID 1 exits, and the kernel kills everything left in the namespace (double-forked
+//!    daemons included). Timeout and cancellation kill PID 1. If the supervisor dies, PID 1 gets `SIGKILL`.
+//!
+//! Trusted: the policy, the supervisor, the kernel. Guaranteed: the process reaches no file the policy does
+//! not grant, writes nothing the policy makes read-only (including metadata: chmod, chown, utimes, xattrs,
+//! which Landlock alone does not cover), has no network unless allowed, and leaves nothing running.
+//!
+//! # Limitations
+//!
+//! A glob grant is enforced for matches that exist at start; new matches cannot be created (stricter than the
+//! policy). A `deny` or `read-only` target that does not exist at start can be created by the agent inside a
+//! writable tree, except for `read-only` entries written with a trailing `/` (a placeholder directory is
+//! created and removed afterwards). Hard links to a denied file that already exist elsewhere in a granted
+//! tree are reachable, as with every path-based mechanism. Kernel refusals are not reported to stockade
+//! (the process sees `EACCES`, `EROFS` or `ENOENT`). The pids limit uses `RLIMIT_NPROC`, which the kernel does
+//! not apply to uid 0: as root, use `--user`.
+
+mod child;
+mod error;
+mod plan;
+mod run;
+mod sys;
+
+pub use error::SandboxError;
+pub use plan::{LandlockGrant, MAX_GLOB_WALK_ENTRIES, MountOp, MountPlan, PlannedMount};
+pub use run::{
+    RunOutcome, RunningSandbox, Sandbox, SandboxBuilder, Stdio, StopReason, new_temp_dir_path,
+};
+
+/// The Landlock ABI this kernel offers (0 when Landlock is unavailable).
+pub fn landlock_abi() -> i32 {
+    run::landlock_abi()
+}

@@ -1,0 +1,602 @@
+//! The mount plan: what the sandbox's private root contains, computed from the policy alone.
+//!
+//! The root starts empty (a tmpfs). Every granted path scope that exists is bind-mounted at its own
+//! canonical path, read-only or read-write as the policy decides; everything else is simply absent. Inside
+//! those trees, `deny` targets are masked by empty read-only mounts and `read-only` targets are re-bound
+//! read-only (Landlock cannot take rights away inside a writable tree). The order is by depth, so a deeper
+//! rule is applied after, and on top of, a shallower one, which is the policy's "deepest decides".
+
+use std::ffi::OsString;
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+
+use stockade_policy::{Access, CanonicalPath, Level, ResolvedPolicy, ScopeKind, ScopeTarget};
+
+use crate::error::SandboxError;
+
+/// Entries examined while looking for glob matches, across all globs of one plan. Past it the sandbox
+/// refuses to start (fail closed) rather than silently skip a `deny` glob.
+pub const MAX_GLOB_WALK_ENTRIES: usize = 200_000;
+
+/// One step of building the root, at a canonical path.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum MountOp {
+    /// Bind the host path at the same path; read-only unless `write`.
+    Bind {
+        /// Read-write.
+        write: bool,
+        /// A directory (else a file or other non-directory).
+        dir: bool,
+    },
+    /// Hide a directory under an empty, read-only, mode-000 tmpfs.
+    MaskDir,
+    /// Hide a non-directory under an empty, read-only, mode-000 file.
+    MaskFile,
+    /// A private, empty, writable tmpfs (the temp dir, `/dev/shm`).
+    PrivateTmpfs {
+        /// Permission bits of its root.
+        mode: u32,
+        /// Size limit in bytes.
+        size: Option<u64>,
+    },
+    /// A fresh `/proc` for the sandbox's PID namespace.
+    Proc,
+    /// A minimal `/dev`: a tmpfs with the standard devices bound in.
+    Dev,
+    /// An inaccessible stand-in for a host entry the policy does not grant, in a directory of the empty
+    /// root (mode 000): touching it fails with a permission error, as the policy's default deny says,
+    /// while its contents stay hidden.
+    Stub {
+        /// A directory (else an empty file).
+        dir: bool,
+    },
+    /// A symlink recreated in the empty root, pointing where the host's does.
+    Symlink {
+        /// Its target, as the host has it.
+        target: PathBuf,
+    },
+}
+
+/// A mount step and where.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PlannedMount {
+    /// Canonical path inside the sandbox (the same as on the host).
+    pub path: PathBuf,
+    /// What to do there.
+    pub op: MountOp,
+}
+
+/// What Landlock grants beneath a path.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LandlockGrant {
+    /// Read files, list directories, execute.
+    Read,
+    /// Everything.
+    Write,
+    /// Read and write an existing file (devices).
+    FileReadWrite,
+}
+
+/// The whole plan.
+#[derive(Debug, Clone, Default)]
+pub struct MountPlan {
+    /// In application order.
+    pub mounts: Vec<PlannedMount>,
+    /// Landlock rules, applied after the root is built.
+    pub landlock: Vec<(PathBuf, LandlockGrant)>,
+    /// Empty directories created on the host to hold a `read-only` rule in place inside a writable tree;
+    /// removed after the run if still empty.
+    pub placeholders: Vec<PathBuf>,
+}
+
+const STANDARD_DEVICES: &[&str] = &[
+    "/dev/null",
+    "/dev/zero",
+    "/dev/full",
+    "/dev/random",
+    "/dev/urandom",
+    "/dev/tty",
+];
+
+impl MountPlan {
+    /// Computes the plan. `temp_dir` is the run's private temp dir (a tmpfs inside the sandbox; it never
+    /// exists on the host). Placeholders are only listed here; [`MountPlan::create_placeholders`] makes them.
+    pub fn new(
+        policy: &ResolvedPolicy,
+        temp_dir: &Path,
+        temp_size: Option<u64>,
+    ) -> Result<Self, SandboxError> {
+        let mut plan = MountPlan::default();
+        let mut entries: Vec<PlannedMount> = Vec::new();
+        let special =
+            |p: &Path| p.starts_with("/proc") || p.starts_with("/dev") || p.starts_with(temp_dir);
+
+        for scope in policy.scopes() {
+            let ScopeTarget::Path(target) = &scope.target else {
+                continue;
+            };
+            let path = target.canonical.as_path();
+            if special(path) {
+                continue;
+            }
+            let exists = target.canonical.exists();
+            match scope.kind {
+                ScopeKind::Read | ScopeKind::Write => {
+                    if !exists {
+                        continue;
+                    }
+                    // The level the policy gives the path itself (a tie may go to a stricter rule).
+                    let level = policy.decide(&target.canonical, Access::Read).level();
+                    if level == Level::None {
+                        continue;
+                    }
+                    entries.push(PlannedMount {
+                        path: path.to_path_buf(),
+                        op: MountOp::Bind {
+                            write: level == Level::Write,
+                            dir: path.is_dir(),
+                        },
+                    });
+                }
+                ScopeKind::ReadOnly => {
+                    let parent_writable = path.parent().is_some_and(|p| {
+                        policy
+                            .decide(
+                                &CanonicalPath::assume_canonical(p.to_path_buf()),
+                                Access::Write,
+                            )
+                            .is_allow()
+                    });
+                    if !exists {
+                        // Only a writable parent lets the agent create it; a placeholder holds the rule.
+                        if parent_writable
+                            && target.dir_hint
+                            && target.canonical.existing_ancestor() == path.parent().unwrap_or(path)
+                        {
+                            plan.placeholders.push(path.to_path_buf());
+                            entries.push(PlannedMount {
+                                path: path.to_path_buf(),
+                                op: MountOp::Bind {
+                                    write: false,
+                                    dir: true,
+                                },
+                            });
+                        }
+                        continue;
+                    }
+                    if policy.decide(&target.canonical, Access::Read).level() == Level::Read {
+                        entries.push(PlannedMount {
+                            path: path.to_path_buf(),
+                            op: MountOp::Bind {
+                                write: false,
+                                dir: path.is_dir(),
+                            },
+                        });
+                    }
+                }
+                ScopeKind::Deny => {
+                    if !exists {
+                        continue;
+                    }
+                    if policy.decide(&target.canonical, Access::Read).level() == Level::None {
+                        entries.push(PlannedMount {
+                            path: path.to_path_buf(),
+                            op: mask_for(path),
+                        });
+                    }
+                }
+                _ => {}
+            }
+        }
+        plan.add_glob_entries(policy, &mut entries)?;
+
+        // Protected entries inside a writable tree: every ancestor between the writable root and the entry
+        // becomes a mount point (bound onto itself), so `mv .git .git-old && mkdir -p .git/hooks` fails with
+        // EBUSY instead of replacing the protected entry.
+        let mut anchors = Vec::new();
+        for e in &entries {
+            if !matches!(
+                e.op,
+                MountOp::Bind { write: false, .. } | MountOp::MaskDir | MountOp::MaskFile
+            ) {
+                continue;
+            }
+            let mut ancestor = e.path.parent();
+            while let Some(a) = ancestor {
+                let canon = CanonicalPath::assume_canonical(a.to_path_buf());
+                if !policy.decide(&canon, Access::Write).is_allow() {
+                    break;
+                }
+                let parent_writable = a.parent().is_some_and(|pp| {
+                    policy
+                        .decide(
+                            &CanonicalPath::assume_canonical(pp.to_path_buf()),
+                            Access::Write,
+                        )
+                        .is_allow()
+                });
+                if !parent_writable {
+                    break; // `a` is the writable root itself, already a mount point.
+                }
+                anchors.push(PlannedMount {
+                    path: a.to_path_buf(),
+                    op: MountOp::Bind {
+                        write: true,
+                        dir: true,
+                    },
+                });
+                ancestor = a.parent();
+            }
+        }
+        entries.extend(anchors);
+
+        // Special mounts.
+        entries.push(PlannedMount {
+            path: PathBuf::from("/proc"),
+            op: MountOp::Proc,
+        });
+        entries.push(PlannedMount {
+            path: PathBuf::from("/dev"),
+            op: MountOp::Dev,
+        });
+        entries.push(PlannedMount {
+            path: PathBuf::from("/dev/shm"),
+            op: MountOp::PrivateTmpfs {
+                mode: 0o1777,
+                size: temp_size,
+            },
+        });
+        entries.push(PlannedMount {
+            path: temp_dir.to_path_buf(),
+            op: MountOp::PrivateTmpfs {
+                mode: 0o700,
+                size: temp_size,
+            },
+        });
+
+        // Symlinks along the written paths (e.g. /bin -> usr/bin on merged-/usr systems), so the names the
+        // policy used still lead somewhere inside.
+        for scope in policy.scopes() {
+            let ScopeTarget::Path(target) = &scope.target else {
+                continue;
+            };
+            if !scope.kind.is_grant() || special(target.abs.as_path()) {
+                continue;
+            }
+            let mut prefix = PathBuf::from("/");
+            for c in target.abs.as_path().components().skip(1) {
+                prefix.push(c);
+                match std::fs::symlink_metadata(&prefix) {
+                    Ok(m) if m.file_type().is_symlink() => {
+                        if let Ok(t) = std::fs::read_link(&prefix) {
+                            entries.push(PlannedMount {
+                                path: prefix.clone(),
+                                op: MountOp::Symlink { target: t },
+                            });
+                        }
+                        break;
+                    }
+                    Ok(_) => {}
+                    Err(_) => break,
+                }
+            }
+        }
+
+        entries.sort_by(|a, b| {
+            depth(&a.path)
+                .cmp(&depth(&b.path))
+                .then_with(|| a.path.cmp(&b.path))
+        });
+        entries.dedup_by(|later, earlier| later.path == earlier.path);
+        plan.mounts = entries;
+        // A mask needs a visible tree around it; a recreated symlink must not land inside a bind.
+        let visible: Vec<PathBuf> = plan
+            .mounts
+            .iter()
+            .filter(|m| matches!(m.op, MountOp::Bind { .. }))
+            .map(|m| m.path.clone())
+            .collect();
+        plan.mounts.retain(|m| match m.op {
+            MountOp::MaskDir | MountOp::MaskFile => visible
+                .iter()
+                .any(|v| m.path.starts_with(v) && *v != m.path),
+            MountOp::Symlink { .. } => !visible.iter().any(|v| m.path.starts_with(v)),
+            MountOp::Bind { .. }
+            | MountOp::PrivateTmpfs { .. }
+            | MountOp::Proc
+            | MountOp::Dev
+            | MountOp::Stub { .. } => true,
+        });
+
+        plan.add_stubs();
+        for m in &plan.mounts {
+            let grant = match m.op {
+                MountOp::Bind { write: true, .. } | MountOp::PrivateTmpfs { .. } => {
+                    LandlockGrant::Write
+                }
+                MountOp::Bind { write: false, .. } | MountOp::Proc => LandlockGrant::Read,
+                MountOp::Dev
+                | MountOp::MaskDir
+                | MountOp::MaskFile
+                | MountOp::Symlink { .. }
+                | MountOp::Stub { .. } => continue,
+            };
+            plan.landlock.push((m.path.clone(), grant));
+        }
+        for dev in STANDARD_DEVICES {
+            let canon = CanonicalPath::assume_canonical(PathBuf::from(dev));
+            let grant = match policy.decide(&canon, Access::Read).level() {
+                Level::Write => LandlockGrant::FileReadWrite,
+                Level::Read => LandlockGrant::Read,
+                Level::None => continue,
+            };
+            plan.landlock.push((PathBuf::from(dev), grant));
+        }
+        Ok(plan)
+    }
+
+    /// Mirrors, in every directory of the empty root (the ancestors of mounts that no bind covers), the host's
+    /// other entries as mode-000 stubs, and its symlinks as they are.
+    fn add_stubs(&mut self) {
+        /// Entries mirrored per directory; the rest simply do not exist inside (ENOENT instead of EACCES).
+        const MAX_STUBS_PER_DIR: usize = 4096;
+        let binds: Vec<&Path> = self
+            .mounts
+            .iter()
+            .filter(|m| !matches!(m.op, MountOp::Symlink { .. } | MountOp::Stub { .. }))
+            .map(|m| m.path.as_path())
+            .collect();
+        let covered = |p: &Path| binds.iter().any(|b| p.starts_with(b));
+        let mut skeleton: Vec<PathBuf> = Vec::new();
+        for m in &self.mounts {
+            let mut a = m.path.parent();
+            while let Some(dir) = a {
+                if !covered(dir) && !skeleton.iter().any(|s| s == dir) {
+                    skeleton.push(dir.to_path_buf());
+                }
+                a = dir.parent();
+            }
+        }
+        let used = |p: &Path| {
+            self.mounts.iter().any(|m| m.path.starts_with(p)) || skeleton.iter().any(|s| s == p)
+        };
+        let mut stubs = Vec::new();
+        for dir in &skeleton {
+            let Ok(read) = std::fs::read_dir(dir) else {
+                continue;
+            };
+            for entry in read.flatten().take(MAX_STUBS_PER_DIR) {
+                let path = entry.path();
+                if used(&path) {
+                    continue;
+                }
+                let Ok(ft) = entry.file_type() else { continue };
+                let op = if ft.is_symlink() {
+                    match std::fs::read_link(&path) {
+                        Ok(target) => MountOp::Symlink { target },
+                        Err(_) => continue,
+                    }
+                } else {
+                    MountOp::Stub { dir: ft.is_dir() }
+                };
+                stubs.push(PlannedMount { path, op });
+            }
+        }
+        self.mounts.extend(stubs);
+        self.mounts.sort_by(|a, b| {
+            depth(&a.path)
+                .cmp(&depth(&b.path))
+                .then_with(|| a.path.cmp(&b.path))
+        });
+    }
+
+    /// Glob scopes, enforced for the matches that exist now: grants bind each matching file, caps mask or
+    /// re-bind each match inside a visible tree.
+    fn add_glob_entries(
+        &mut self,
+        policy: &ResolvedPolicy,
+        entries: &mut Vec<PlannedMount>,
+    ) -> Result<(), SandboxError> {
+        let mut budget = MAX_GLOB_WALK_ENTRIES;
+        for scope in policy.scopes() {
+            let ScopeTarget::Glob(glob) = &scope.target else {
+                continue;
+            };
+            let mut stack = vec![glob.prefix.clone()];
+            while let Some(dir) = stack.pop() {
+                let Ok(read) = std::fs::read_dir(&dir) else {
+                    continue;
+                };
+                for entry in read.flatten() {
+                    budget =
+                        budget
+                            .checked_sub(1)
+                            .ok_or_else(|| SandboxError::GlobWalkTooLarge {
+                                glob: scope.written.clone(),
+                                limit: MAX_GLOB_WALK_ENTRIES,
+                            })?;
+                    let path = entry.path();
+                    let Ok(ft) = entry.file_type() else { continue };
+                    let matched = glob.is_match(&path);
+                    let canon = CanonicalPath::assume_canonical(path.clone());
+                    if matched && !ft.is_symlink() {
+                        let level = policy.decide(&canon, Access::Read).level();
+                        match scope.kind {
+                            ScopeKind::Deny if level == Level::None => {
+                                entries.push(PlannedMount {
+                                    op: mask_for(&path),
+                                    path: path.clone(),
+                                });
+                                continue; // nothing beneath a mask needs walking
+                            }
+                            ScopeKind::ReadOnly if level == Level::Read => {
+                                entries.push(PlannedMount {
+                                    path: path.clone(),
+                                    op: MountOp::Bind {
+                                        write: false,
+                                        dir: ft.is_dir(),
+                                    },
+                                });
+                            }
+                            ScopeKind::Read | ScopeKind::Write
+                                if ft.is_file() && level > Level::None =>
+                            {
+                                entries.push(PlannedMount {
+                                    path: path.clone(),
+                                    op: MountOp::Bind {
+                                        write: level == Level::Write,
+                                        dir: false,
+                                    },
+                                });
+                            }
+                            _ => {}
+                        }
+                    }
+                    if ft.is_dir() {
+                        stack.push(path);
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Creates the planned placeholder directories on the host (parents must exist).
+    pub fn create_placeholders(&self) -> Result<Vec<PathBuf>, SandboxError> {
+        let mut made = Vec::new();
+        for p in &self.placeholders {
+            match std::fs::create_dir(p) {
+                Ok(()) => made.push(p.clone()),
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+                Err(source) => {
+                    for m in &made {
+                        let _ = std::fs::remove_dir(m);
+                    }
+                    return Err(SandboxError::Placeholder {
+                        path: p.clone(),
+                        source,
+                    });
+                }
+            }
+        }
+        Ok(made)
+    }
+}
+
+fn mask_for(path: &Path) -> MountOp {
+    if path.is_dir() {
+        MountOp::MaskDir
+    } else {
+        MountOp::MaskFile
+    }
+}
+
+fn depth(p: &Path) -> usize {
+    p.as_os_str()
+        .as_bytes()
+        .iter()
+        .filter(|b| **b == b'/')
+        .count()
+        - usize::from(p == Path::new("/"))
+}
+
+/// `/newroot` + path, as bytes, for the in-namespace code.
+pub(crate) fn under(prefix: &str, path: &Path) -> OsString {
+    let mut s = OsString::from(prefix);
+    s.push(path.as_os_str());
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use stockade_policy::{PolicyBuilder, Variables};
+
+    fn plan_for(root: &Path, toml: &str) -> MountPlan {
+        let mut vars = Variables::default();
+        vars.set_path("CWD", root)
+            .set_path("HOME", root.join("home"))
+            .set_path("TEMP_DIR", "/tmp/stockade-test");
+        let policy = PolicyBuilder::new(vars)
+            .policy_text(toml, root.join("p.toml"))
+            .build()
+            .unwrap();
+        MountPlan::new(&policy, Path::new("/tmp/stockade-test"), None).unwrap()
+    }
+
+    fn op_at<'a>(plan: &'a MountPlan, p: &Path) -> Option<&'a MountOp> {
+        plan.mounts.iter().find(|m| m.path == p).map(|m| &m.op)
+    }
+
+    #[test]
+    fn binds_masks_and_protects_in_depth_order() {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path().canonicalize().unwrap();
+        for d in ["w/.git/hooks", "w/secret", "r/sub"] {
+            std::fs::create_dir_all(root.join(d)).unwrap();
+        }
+        std::fs::write(root.join("w/.env"), "x").unwrap();
+        let plan = plan_for(
+            &root,
+            "[profile.p]\nfs.write = [\"w\"]\nfs.read = [\"r\"]\nfs.read-only = [\"w/.git/hooks\", \"w/.claude/\"]\nfs.deny = [\"w/secret\", \"**/.env\", \"r/nothing\"]\n",
+        );
+        assert_eq!(
+            op_at(&plan, &root.join("w")),
+            Some(&MountOp::Bind {
+                write: true,
+                dir: true
+            })
+        );
+        assert_eq!(
+            op_at(&plan, &root.join("r")),
+            Some(&MountOp::Bind {
+                write: false,
+                dir: true
+            })
+        );
+        assert_eq!(
+            op_at(&plan, &root.join("w/.git/hooks")),
+            Some(&MountOp::Bind {
+                write: false,
+                dir: true
+            })
+        );
+        assert_eq!(
+            op_at(&plan, &root.join("w/.git")),
+            Some(&MountOp::Bind {
+                write: true,
+                dir: true
+            }),
+            "anchor"
+        );
+        assert_eq!(
+            op_at(&plan, &root.join("w/secret")),
+            Some(&MountOp::MaskDir)
+        );
+        assert_eq!(op_at(&plan, &root.join("w/.env")), Some(&MountOp::MaskFile));
+        assert_eq!(op_at(&plan, &root.join("r/nothing")), None);
+        assert_eq!(plan.placeholders, vec![root.join("w/.claude")]);
+        let pos = |p: &Path| plan.mounts.iter().position(|m| m.path == p).unwrap();
+        assert!(pos(&root.join("w")) < pos(&root.join("w/.git")));
+        assert!(pos(&root.join("w/.git")) < pos(&root.join("w/.git/hooks")));
+    }
+
+    #[test]
+    fn glob_grants_bind_matches_only() {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path().canonicalize().unwrap();
+        std::fs::create_dir_all(root.join("src/a")).unwrap();
+        std::fs::write(root.join("src/a/x.ts"), "").unwrap();
+        std::fs::write(root.join("src/a/y.js"), "").unwrap();
+        let plan = plan_for(&root, "[profile.p]\nfs.read = [\"src/**/*.ts\"]\n");
+        assert_eq!(
+            op_at(&plan, &root.join("src/a/x.ts")),
+            Some(&MountOp::Bind {
+                write: false,
+                dir: false
+            })
+        );
+        assert_eq!(op_at(&plan, &root.join("src/a/y.js")), None);
+        assert_eq!(op_at(&plan, &root.join("src")), None);
+    }
+}

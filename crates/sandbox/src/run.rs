@@ -1,0 +1,938 @@
+//! Building, spawning and supervising one sandboxed process.
+
+use std::ffi::{CString, OsStr, OsString};
+use std::os::fd::RawFd;
+use std::os::unix::ffi::{OsStrExt, OsStringExt};
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use serde::Serialize;
+use stockade_policy::{Access, CanonicalPath, NetMode, ResolvedPolicy};
+
+use crate::child::{self, Prepared, PreparedOp, STAGE_EXEC, STAGES, Strings};
+use crate::error::SandboxError;
+use crate::plan::{MountOp, MountPlan, under};
+use crate::sys;
+
+/// Signals that cancel a run: the supervisor kills the whole tree and exits 128+N.
+const CANCEL_SIGNALS: &[libc::c_int] = &[libc::SIGINT, libc::SIGTERM, libc::SIGHUP, libc::SIGQUIT];
+
+/// The Landlock ABI this kernel offers.
+pub(crate) fn landlock_abi() -> i32 {
+    sys::landlock_abi_version()
+}
+
+/// A fresh, unguessable path for a run's private temp dir. It exists only inside that run's sandbox.
+pub fn new_temp_dir_path() -> PathBuf {
+    let mut random = [0u8; 8];
+    if let Ok(mut f) = std::fs::File::open("/dev/urandom") {
+        let _ = std::io::Read::read_exact(&mut f, &mut random);
+    }
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.subsec_nanos())
+        .unwrap_or(0);
+    let hex: String = random.iter().map(|b| format!("{b:02x}")).collect();
+    PathBuf::from(format!(
+        "/tmp/stockade-{}-{nanos:08x}{hex}",
+        std::process::id()
+    ))
+}
+
+/// Where the child's stdout and stderr go.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum Stdio {
+    /// The supervisor's own (through a capped pipe when an output limit is set).
+    #[default]
+    Inherit,
+    /// Collected into [`RunOutcome::stdout`] / [`RunOutcome::stderr`] (up to the output limit).
+    Collect,
+}
+
+/// Builds a [`Sandbox`]. Setters document their defaults; [`SandboxBuilder::build`] checks everything that
+/// can be checked before a process exists.
+#[derive(Debug, Clone)]
+pub struct SandboxBuilder {
+    policy: Arc<ResolvedPolicy>,
+    program: OsString,
+    args: Vec<OsString>,
+    cwd: Option<PathBuf>,
+    temp_dir: Option<PathBuf>,
+    caller_env: Option<Vec<(OsString, OsString)>>,
+    best_effort: bool,
+    user: Option<String>,
+    stdio: Stdio,
+    stdin_null: bool,
+}
+
+impl SandboxBuilder {
+    /// A program (a path, or a name looked up in the confined environment's `PATH`) and its arguments.
+    pub fn new<I, S>(policy: Arc<ResolvedPolicy>, program: impl AsRef<OsStr>, args: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<OsStr>,
+    {
+        SandboxBuilder {
+            policy,
+            program: program.as_ref().to_os_string(),
+            args: args
+                .into_iter()
+                .map(|a| a.as_ref().to_os_string())
+                .collect(),
+            cwd: None,
+            temp_dir: None,
+            caller_env: None,
+            best_effort: false,
+            user: None,
+            stdio: Stdio::Inherit,
+            stdin_null: false,
+        }
+    }
+
+    /// The working directory (default: the policy's `${CWD}`). It must be readable under the policy.
+    pub fn cwd(mut self, cwd: impl Into<PathBuf>) -> Self {
+        self.cwd = Some(cwd.into());
+        self
+    }
+
+    /// The private temp dir's path (default: the policy's `${TEMP_DIR}`, else a new one).
+    pub fn temp_dir(mut self, dir: impl Into<PathBuf>) -> Self {
+        self.temp_dir = Some(dir.into());
+        self
+    }
+
+    /// The caller's environment, from which `env.pass` copies (default: this process's).
+    pub fn caller_env(mut self, env: Vec<(OsString, OsString)>) -> Self {
+        self.caller_env = Some(env);
+        self
+    }
+
+    /// Run even where the kernel cannot enforce everything (default: refuse).
+    pub fn best_effort(mut self, yes: bool) -> Self {
+        self.best_effort = yes;
+        self
+    }
+
+    /// When started as root, run the program as this user (default: the caller's uid).
+    pub fn user(mut self, name: impl Into<String>) -> Self {
+        self.user = Some(name.into());
+        self
+    }
+
+    /// Where stdout and stderr go (default: inherited).
+    pub fn stdio(mut self, stdio: Stdio) -> Self {
+        self.stdio = stdio;
+        self
+    }
+
+    /// Give the program `/dev/null` as stdin (default: inherited).
+    pub fn stdin_null(mut self, yes: bool) -> Self {
+        self.stdin_null = yes;
+        self
+    }
+
+    /// Checks the kernel, the user, the working directory and the program against the policy, and
+    /// computes the private root.
+    pub fn build(self) -> Result<Sandbox, SandboxError> {
+        let policy = &self.policy;
+        let mut warnings = Vec::new();
+        let abi = landlock_abi();
+        if abi < 6 {
+            let feature = if abi == 0 {
+                "Landlock is not available".to_string()
+            } else {
+                format!(
+                    "Landlock ABI 6 is needed (signal and abstract-socket scoping), this kernel has ABI {abi}"
+                )
+            };
+            if !self.best_effort {
+                return Err(SandboxError::Unsupported {
+                    feature,
+                    setting:
+                        "use Linux 6.12 or later with `lsm=...,landlock` on the kernel command line"
+                            .into(),
+                });
+            }
+            warnings.push(format!(
+                "best effort: {feature}; running with the mount namespace and what Landlock offers"
+            ));
+        }
+        let euid = sys::geteuid();
+        let egid = sys::getegid();
+        let switch_user = match &self.user {
+            None => None,
+            Some(name) => {
+                if euid != 0 {
+                    return Err(SandboxError::Policy {
+                        message: "--user needs stockade to be started as root".into(),
+                    });
+                }
+                let c = CString::new(name.as_bytes()).map_err(|_| SandboxError::Policy {
+                    message: format!("bad user name '{name}'"),
+                })?;
+                let (uid, gid, _) = sys::lookup_user(&c).ok_or_else(|| SandboxError::Policy {
+                    message: format!("no user named '{name}'; create it (useradd --system {name}) or pick another"),
+                })?;
+                Some((uid, gid))
+            }
+        };
+        let limits = policy.limits();
+        if limits.pids.is_some() && euid == 0 && switch_user.is_none_or(|(u, _)| u == 0) {
+            let message = "limits.pids cannot be enforced for uid 0 (the kernel exempts root from RLIMIT_NPROC); pass --user NAME to run as an unprivileged user, or remove the pids limit".to_string();
+            if !self.best_effort {
+                return Err(SandboxError::Policy { message });
+            }
+            warnings.push(format!("best effort: {message}"));
+        }
+
+        let vars = policy.variables();
+        let cwd = match self
+            .cwd
+            .clone()
+            .or_else(|| vars.get("CWD").map(PathBuf::from))
+        {
+            Some(c) => c,
+            None => std::env::current_dir()
+                .map_err(SandboxError::io("cannot read the current directory"))?,
+        };
+        let cwd_c = CanonicalPath::resolve(&cwd).map_err(SandboxError::io(format!(
+            "cannot resolve '{}'",
+            cwd.display()
+        )))?;
+        let decision = policy.decide(&cwd_c, Access::Read);
+        if let Some(d) = policy.denial(&cwd_c, Access::Read, decision) {
+            return Err(SandboxError::CwdNotVisible {
+                cwd: cwd.clone(),
+                reason: d.to_string(),
+            });
+        }
+        let temp_dir = self
+            .temp_dir
+            .clone()
+            .or_else(|| vars.get("TEMP_DIR").map(PathBuf::from))
+            .unwrap_or_else(new_temp_dir_path);
+
+        // The environment: nothing from the caller unless passed.
+        let caller_env = self
+            .caller_env
+            .clone()
+            .unwrap_or_else(|| std::env::vars_os().collect());
+        let mut env: Vec<(OsString, OsString)> = Vec::new();
+        for name in &policy.env().pass {
+            if let Some((_, v)) = caller_env
+                .iter()
+                .find(|(k, _)| k.as_os_str() == OsStr::new(name))
+            {
+                env.push((name.into(), v.clone()));
+            }
+        }
+        for (k, v) in &policy.env().set {
+            env.retain(|(ek, _)| ek.as_os_str() != OsStr::new(k));
+            env.push((k.into(), v.into()));
+        }
+        for k in ["TEMP_DIR", "TMPDIR"] {
+            env.retain(|(ek, _)| ek.as_os_str() != OsStr::new(k));
+            env.push((k.into(), temp_dir.clone().into_os_string()));
+        }
+
+        let exec_path = resolve_program(&self.program, &cwd_c, &env)?;
+        let exec_c = CanonicalPath::resolve(&exec_path)
+            .map_err(SandboxError::io("cannot resolve the program"))?;
+        let decision = policy.decide(&exec_c, Access::Read);
+        if let Some(d) = policy.denial(&exec_c, Access::Read, decision) {
+            return Err(SandboxError::NotExecutable {
+                program: exec_path.display().to_string(),
+                reason: d.to_string(),
+            });
+        }
+
+        let plan = MountPlan::new(policy, &temp_dir, limits.memory)?;
+        Ok(Sandbox {
+            policy: self.policy.clone(),
+            plan,
+            exec_path,
+            program: self.program,
+            args: self.args,
+            env,
+            cwd: cwd_c.into_path_buf(),
+            temp_dir,
+            user_ns: (euid != 0).then_some((euid, egid)),
+            switch_user,
+            landlock_hard: !self.best_effort,
+            stdio: self.stdio,
+            stdin_null: self.stdin_null,
+            warnings,
+        })
+    }
+}
+
+fn resolve_program(
+    program: &OsStr,
+    cwd: &CanonicalPath,
+    env: &[(OsString, OsString)],
+) -> Result<PathBuf, SandboxError> {
+    let shown = program.to_string_lossy().into_owned();
+    if program.is_empty() {
+        return Err(SandboxError::NotFound {
+            program: shown,
+            path: String::new(),
+        });
+    }
+    let check = |p: &Path| -> Result<PathBuf, SandboxError> {
+        let meta = std::fs::metadata(p).map_err(|_| SandboxError::NotFound {
+            program: shown.clone(),
+            path: p.display().to_string(),
+        })?;
+        if meta.is_dir() || meta.permissions().mode() & 0o111 == 0 {
+            return Err(SandboxError::NotExecutable {
+                program: p.display().to_string(),
+                reason: "not an executable file".into(),
+            });
+        }
+        Ok(p.to_path_buf())
+    };
+    if program.as_bytes().contains(&b'/') {
+        return check(&cwd.as_path().join(program));
+    }
+    let path = env
+        .iter()
+        .find(|(k, _)| k == "PATH")
+        .map(|(_, v)| v.clone())
+        .unwrap_or_else(|| OsString::from("/usr/local/bin:/usr/bin:/bin"));
+    for dir in std::env::split_paths(&path) {
+        let candidate = dir.join(program);
+        if candidate.is_file() {
+            return check(&candidate);
+        }
+    }
+    Err(SandboxError::NotFound {
+        program: shown,
+        path: path.to_string_lossy().into_owned(),
+    })
+}
+
+/// A sandbox ready to start: the plan, the program and its environment, all checked.
+#[derive(Debug)]
+pub struct Sandbox {
+    policy: Arc<ResolvedPolicy>,
+    plan: MountPlan,
+    exec_path: PathBuf,
+    program: OsString,
+    args: Vec<OsString>,
+    env: Vec<(OsString, OsString)>,
+    cwd: PathBuf,
+    temp_dir: PathBuf,
+    user_ns: Option<(u32, u32)>,
+    switch_user: Option<(u32, u32)>,
+    landlock_hard: bool,
+    stdio: Stdio,
+    stdin_null: bool,
+    warnings: Vec<String>,
+}
+
+fn cstring(bytes: impl Into<Vec<u8>>) -> Result<CString, SandboxError> {
+    CString::new(bytes).map_err(|_| SandboxError::Policy {
+        message: "a path, argument or variable contains a NUL byte".into(),
+    })
+}
+
+impl Sandbox {
+    /// The computed private root.
+    pub fn plan(&self) -> &MountPlan {
+        &self.plan
+    }
+
+    /// Things that hold only in part (best-effort mode).
+    pub fn warnings(&self) -> &[String] {
+        &self.warnings
+    }
+
+    /// The private temp dir's path (inside the sandbox only).
+    pub fn temp_dir(&self) -> &Path {
+        &self.temp_dir
+    }
+
+    /// The environment the program gets.
+    pub fn env(&self) -> &[(OsString, OsString)] {
+        &self.env
+    }
+
+    /// Starts the program. The calling thread must be the process's only thread: the sandbox's init is a
+    /// fork of it.
+    pub fn spawn(self) -> Result<RunningSandbox, SandboxError> {
+        let placeholders = self.plan.create_placeholders()?;
+        let result = self.spawn_inner(&placeholders);
+        if result.is_err() {
+            remove_placeholders(&placeholders);
+        }
+        result.map(|mut r| {
+            r.placeholders = placeholders;
+            r
+        })
+    }
+
+    fn spawn_inner(self, _placeholders: &[PathBuf]) -> Result<RunningSandbox, SandboxError> {
+        let mut ops = Vec::new();
+        let mut mkdirs = Vec::new();
+        for m in &self.plan.mounts {
+            let dst = cstring(under("/newroot", &m.path).into_vec())?;
+            let mut parents = Vec::new();
+            let mut acc = PathBuf::from("/");
+            let comps: Vec<_> = m.path.components().skip(1).collect();
+            for c in comps.iter().take(comps.len().saturating_sub(1)) {
+                acc.push(c);
+                parents.push(cstring(under("/newroot", &acc).into_vec())?);
+            }
+            mkdirs.push(parents);
+            let op = match &m.op {
+                MountOp::Bind { write, dir } => PreparedOp::Bind {
+                    src: cstring(under("/oldroot", &m.path).into_vec())?,
+                    dst,
+                    write: *write,
+                    dir: *dir,
+                },
+                MountOp::MaskDir => PreparedOp::MaskDir { dst },
+                MountOp::MaskFile => PreparedOp::MaskFile { dst },
+                MountOp::PrivateTmpfs { mode, size } => {
+                    let data = match size {
+                        Some(s) => format!("mode={mode:o},size={s}"),
+                        None => format!("mode={mode:o}"),
+                    };
+                    PreparedOp::Tmpfs {
+                        dst,
+                        data: cstring(data)?,
+                    }
+                }
+                MountOp::Proc => PreparedOp::Proc { dst },
+                MountOp::Dev => {
+                    let mut devices = Vec::new();
+                    for d in ["null", "zero", "full", "random", "urandom", "tty"] {
+                        devices.push((
+                            cstring(format!("/oldroot/dev/{d}"))?,
+                            cstring(format!("/newroot/dev/{d}"))?,
+                        ));
+                    }
+                    let mut links = Vec::new();
+                    for (t, l) in [
+                        ("/proc/self/fd", "fd"),
+                        ("/proc/self/fd/0", "stdin"),
+                        ("/proc/self/fd/1", "stdout"),
+                        ("/proc/self/fd/2", "stderr"),
+                    ] {
+                        links.push((cstring(t)?, cstring(format!("/newroot/dev/{l}"))?));
+                    }
+                    PreparedOp::Dev {
+                        dst,
+                        devices,
+                        links,
+                    }
+                }
+                MountOp::Stub { dir } => PreparedOp::Stub { dst, dir: *dir },
+                MountOp::Symlink { target } => PreparedOp::Symlink {
+                    target: cstring(target.as_os_str().as_bytes())?,
+                    dst,
+                },
+            };
+            ops.push(op);
+        }
+
+        let argv: Vec<CString> = std::iter::once(&self.program)
+            .chain(self.args.iter())
+            .map(|a| cstring(a.as_bytes()))
+            .collect::<Result<_, _>>()?;
+        let envp: Vec<CString> = self
+            .env
+            .iter()
+            .map(|(k, v)| {
+                let mut kv = k.as_bytes().to_vec();
+                kv.push(b'=');
+                kv.extend_from_slice(v.as_bytes());
+                cstring(kv)
+            })
+            .collect::<Result<_, _>>()?;
+        let mut argv_ptrs: Vec<_> = argv.iter().map(|c| c.as_ptr()).collect();
+        argv_ptrs.push(std::ptr::null());
+        let mut envp_ptrs: Vec<_> = envp.iter().map(|c| c.as_ptr()).collect();
+        envp_ptrs.push(std::ptr::null());
+
+        let limits = self.policy.limits();
+        let mut rlimits = vec![(libc::RLIMIT_CORE, 0)];
+        if let Some(m) = limits.memory {
+            rlimits.push((libc::RLIMIT_DATA, m));
+        }
+        if let Some(p) = limits.pids {
+            rlimits.push((libc::RLIMIT_NPROC, p));
+        }
+        if let Some(f) = limits.file_size {
+            rlimits.push((libc::RLIMIT_FSIZE, f));
+        }
+        let cap_last = std::fs::read_to_string("/proc/sys/kernel/cap_last_cap")
+            .ok()
+            .and_then(|s| s.trim().parse().ok())
+            .unwrap_or(63);
+
+        let piped = self.stdio == Stdio::Collect || limits.output.is_some();
+        let (err_r, err_w) = sys::pipe().map_err(SandboxError::io("pipe"))?;
+        let (status_r, status_w) = sys::pipe().map_err(SandboxError::io("pipe"))?;
+        let out = if piped {
+            Some(sys::pipe().map_err(SandboxError::io("pipe"))?)
+        } else {
+            None
+        };
+        let errout = if piped {
+            Some(sys::pipe().map_err(SandboxError::io("pipe"))?)
+        } else {
+            None
+        };
+        let stdin_null = if self.stdin_null {
+            let f = std::fs::File::open("/dev/null").map_err(SandboxError::io("open /dev/null"))?;
+            Some(f)
+        } else {
+            None
+        };
+
+        let old_mask =
+            sys::block_signals(CANCEL_SIGNALS).map_err(SandboxError::io("block signals"))?;
+        let sigfd = match sys::signalfd(CANCEL_SIGNALS) {
+            Ok(fd) => fd,
+            Err(e) => {
+                let _ = sys::set_signal_mask(&old_mask);
+                return Err(SandboxError::io("signalfd")(e));
+            }
+        };
+
+        let prepared = Prepared {
+            user_ns: self.user_ns,
+            net_ns: self.policy.net() == NetMode::None,
+            ops,
+            mkdirs,
+            landlock: self.plan.landlock.clone(),
+            landlock_hard: self.landlock_hard,
+            cwd: cstring(self.cwd.as_os_str().as_bytes())?,
+            exec_path: cstring(self.exec_path.as_os_str().as_bytes())?,
+            _argv: argv,
+            argv_ptrs,
+            _envp: envp,
+            envp_ptrs,
+            rlimits,
+            switch_user: self.switch_user,
+            stdout_w: out.map(|(_, w)| w),
+            stderr_w: errout.map(|(_, w)| w),
+            err_w,
+            status_w,
+            old_mask,
+            cap_last,
+            strings: Strings::new(),
+        };
+
+        let mut flags =
+            libc::CLONE_NEWNS | libc::CLONE_NEWPID | libc::CLONE_NEWIPC | libc::CLONE_NEWUTS;
+        if prepared.net_ns {
+            flags |= libc::CLONE_NEWNET;
+        }
+        if prepared.user_ns.is_some() {
+            flags |= libc::CLONE_NEWUSER;
+        }
+        let start = Instant::now();
+        let spawned = sys::clone_into_namespaces(flags);
+        let pid = match spawned {
+            Ok(Some(pid)) => pid,
+            Ok(None) => {
+                // Replaced in the child only; the supervisor keeps its own stdin.
+                if let Some(f) = &stdin_null {
+                    use std::os::fd::AsRawFd;
+                    let _ = sys::dup2(f.as_raw_fd(), 0);
+                }
+                child::init_main(&prepared)
+            }
+            Err(e) => {
+                let _ = sys::set_signal_mask(&old_mask);
+                for fd in [err_r, err_w, status_r, status_w, sigfd] {
+                    sys::close(fd);
+                }
+                if prepared.user_ns.is_some()
+                    && matches!(
+                        e.raw_os_error(),
+                        Some(libc::EPERM | libc::EINVAL | libc::ENOSPC | libc::EUSERS)
+                    )
+                {
+                    return Err(SandboxError::UserNamespaces { source: e });
+                }
+                return Err(SandboxError::Setup {
+                    stage: "create namespaces",
+                    source: e,
+                });
+            }
+        };
+        sys::close(err_w);
+        sys::close(status_w);
+        if let Some((_, w)) = out {
+            sys::close(w);
+        }
+        if let Some((_, w)) = errout {
+            sys::close(w);
+        }
+        let pidfd = sys::pidfd_open(pid).map_err(SandboxError::io("pidfd_open"))?;
+        for fd in [err_r, status_r]
+            .into_iter()
+            .chain(out.map(|(r, _)| r))
+            .chain(errout.map(|(r, _)| r))
+        {
+            let _ = sys::set_nonblocking(fd);
+        }
+        Ok(RunningSandbox {
+            pid,
+            pidfd,
+            sigfd,
+            old_mask,
+            err_r,
+            status_r,
+            out_r: out.map(|(r, _)| r),
+            errout_r: errout.map(|(r, _)| r),
+            start,
+            timeout: limits.timeout,
+            output_limit: limits.output,
+            stdio: self.stdio,
+            temp_dir: self.temp_dir,
+            placeholders: Vec::new(),
+            warnings: self.warnings,
+        })
+    }
+}
+
+fn remove_placeholders(paths: &[PathBuf]) {
+    for p in paths.iter().rev() {
+        let _ = std::fs::remove_dir(p);
+    }
+}
+
+/// A started sandbox. Dropping it without [`RunningSandbox::wait`] kills the whole tree.
+#[derive(Debug)]
+pub struct RunningSandbox {
+    pid: libc::pid_t,
+    pidfd: RawFd,
+    sigfd: RawFd,
+    old_mask: libc::sigset_t,
+    err_r: RawFd,
+    status_r: RawFd,
+    out_r: Option<RawFd>,
+    errout_r: Option<RawFd>,
+    start: Instant,
+    timeout: Option<Duration>,
+    output_limit: Option<u64>,
+    stdio: Stdio,
+    temp_dir: PathBuf,
+    placeholders: Vec<PathBuf>,
+    warnings: Vec<String>,
+}
+
+/// Why a run was stopped by stockade rather than ending by itself.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case", tag = "kind")]
+#[non_exhaustive]
+pub enum StopReason {
+    /// The time limit passed.
+    Timeout {
+        /// The limit, in milliseconds.
+        limit_ms: u64,
+    },
+    /// stockade received this signal and cancelled the run.
+    Cancelled {
+        /// The signal number.
+        signal: i32,
+    },
+    /// A stream exceeded the output limit.
+    OutputLimit {
+        /// `stdout` or `stderr`.
+        stream: String,
+        /// The limit in bytes.
+        limit: u64,
+    },
+}
+
+/// How a run ended.
+#[derive(Debug, Clone, Serialize)]
+pub struct RunOutcome {
+    /// The program's exit code, when it exited by itself.
+    pub exit_code: Option<i32>,
+    /// The signal that ended the program, when one did.
+    pub signal: Option<i32>,
+    /// What `stockade run` exits with: the code, 128+signal, or 124 on timeout.
+    pub status: i32,
+    /// Wall time.
+    pub duration_ms: u64,
+    /// Whether the time limit ended it.
+    pub timed_out: bool,
+    /// Why stockade stopped it, if it did.
+    pub stopped: Option<StopReason>,
+    /// Peak resident memory of the largest process, in bytes.
+    pub peak_memory_bytes: u64,
+    /// Refusals the kernel reported to stockade. Always empty: Landlock and mount refusals are seen only by
+    /// the confined process (see the crate's Limitations).
+    pub denials_observed: Vec<String>,
+    /// The private temp dir (it existed only inside the sandbox and is gone).
+    pub temp_dir: PathBuf,
+    /// Partial-enforcement warnings (best-effort mode).
+    pub warnings: Vec<String>,
+    /// Collected stdout ([`Stdio::Collect`]).
+    #[serde(skip)]
+    pub stdout: Vec<u8>,
+    /// Collected stderr ([`Stdio::Collect`]).
+    #[serde(skip)]
+    pub stderr: Vec<u8>,
+}
+
+impl RunningSandbox {
+    /// The sandbox's init process (PID 1 inside), as the supervisor sees it.
+    pub fn pid(&self) -> i32 {
+        self.pid
+    }
+
+    /// Kills the whole tree now.
+    pub fn kill(&self) {
+        let _ = sys::kill(self.pid, libc::SIGKILL);
+    }
+
+    /// Supervises until the program ends, the time limit passes, an output limit is hit, or stockade is
+    /// asked to stop (SIGINT, SIGTERM, SIGHUP, SIGQUIT); in every case the whole tree is gone on return.
+    pub fn wait(mut self) -> Result<RunOutcome, SandboxError> {
+        let deadline = self.timeout.map(|t| self.start + t);
+        let mut stopped = None;
+        let mut timed_out = false;
+        let mut setup_err: Vec<u8> = Vec::new();
+        let mut stdout = Vec::new();
+        let mut stderr = Vec::new();
+        let mut counts = [0u64; 2];
+        let mut err_open = true;
+        let mut outs: [Option<RawFd>; 2] = [self.out_r, self.errout_r];
+        loop {
+            let mut fds = vec![
+                libc::pollfd {
+                    fd: self.pidfd,
+                    events: libc::POLLIN,
+                    revents: 0,
+                },
+                libc::pollfd {
+                    fd: self.sigfd,
+                    events: libc::POLLIN,
+                    revents: 0,
+                },
+                libc::pollfd {
+                    fd: if err_open { self.err_r } else { -1 },
+                    events: libc::POLLIN,
+                    revents: 0,
+                },
+            ];
+            for o in outs {
+                fds.push(libc::pollfd {
+                    fd: o.unwrap_or(-1),
+                    events: libc::POLLIN,
+                    revents: 0,
+                });
+            }
+            let wait_ms = match (deadline, stopped.is_some()) {
+                (_, true) | (None, false) => -1,
+                (Some(d), false) => d
+                    .saturating_duration_since(Instant::now())
+                    .as_millis()
+                    .min(i32::MAX as u128) as i32,
+            };
+            let n = sys::poll(&mut fds, wait_ms).map_err(SandboxError::io("poll"))?;
+            if n == 0 && stopped.is_none() && deadline.is_some_and(|d| Instant::now() >= d) {
+                timed_out = true;
+                stopped = Some(StopReason::Timeout {
+                    limit_ms: self.timeout.map_or(0, |t| t.as_millis() as u64),
+                });
+                self.kill();
+                continue;
+            }
+            if fds[1].revents & libc::POLLIN != 0
+                && let Some(sig) = sys::read_signal(self.sigfd)
+            {
+                if stopped.is_none() {
+                    stopped = Some(StopReason::Cancelled { signal: sig as i32 });
+                }
+                self.kill();
+            }
+            if err_open && fds[2].revents != 0 {
+                err_open = drain(self.err_r, &mut setup_err);
+            }
+            for (i, o) in outs.iter_mut().enumerate() {
+                let Some(fd) = *o else { continue };
+                if fds[3 + i].revents == 0 {
+                    continue;
+                }
+                let mut chunk = Vec::new();
+                let open = drain(fd, &mut chunk);
+                if let Some(over) = self.forward(
+                    i,
+                    &chunk,
+                    &mut counts[i],
+                    if i == 0 { &mut stdout } else { &mut stderr },
+                ) {
+                    if stopped.is_none() {
+                        stopped = Some(over);
+                    }
+                    self.kill();
+                }
+                if !open {
+                    sys::close(fd);
+                    *o = None;
+                }
+            }
+            if fds[0].revents & libc::POLLIN != 0 {
+                break;
+            }
+        }
+        let (_, init_status) = sys::waitpid(self.pid, 0).map_err(SandboxError::io("waitpid"))?;
+        // Everything in the namespace is dead now: drain what is left in the pipes.
+        drain(self.err_r, &mut setup_err);
+        for (i, o) in outs.iter_mut().enumerate() {
+            if let Some(fd) = o.take() {
+                let mut chunk = Vec::new();
+                let _ = drain_blocking(fd, &mut chunk);
+                let _ = self.forward(
+                    i,
+                    &chunk,
+                    &mut counts[i],
+                    if i == 0 { &mut stdout } else { &mut stderr },
+                );
+                sys::close(fd);
+            }
+        }
+        let mut status_bytes = Vec::new();
+        drain(self.status_r, &mut status_bytes);
+        let duration_ms = self.start.elapsed().as_millis() as u64;
+
+        if let (Some(stage), Some(errno)) = (setup_err.get(0..4), setup_err.get(4..8)) {
+            let stage = u32::from_ne_bytes(stage.try_into().unwrap_or([0; 4]));
+            let errno = i32::from_ne_bytes(errno.try_into().unwrap_or([0; 4]));
+            if stopped.is_none() {
+                let name = STAGES.get(stage as usize).copied().unwrap_or("unknown");
+                let source = match setup_err.get(8..) {
+                    Some(detail) if errno == 0 && !detail.is_empty() => {
+                        std::io::Error::other(String::from_utf8_lossy(detail).into_owned())
+                    }
+                    _ => std::io::Error::from_raw_os_error(errno),
+                };
+                return Err(if stage == STAGE_EXEC {
+                    SandboxError::Setup {
+                        stage: "exec",
+                        source,
+                    }
+                } else {
+                    SandboxError::Setup {
+                        stage: name,
+                        source,
+                    }
+                });
+            }
+        }
+        let raw = status_bytes
+            .get(0..4)
+            .map(|b| i32::from_ne_bytes(b.try_into().unwrap_or([0; 4])));
+        let (mut exit_code, mut signal) = (None, None);
+        match raw {
+            Some(s) if libc::WIFEXITED(s) => exit_code = Some(libc::WEXITSTATUS(s)),
+            Some(s) if libc::WIFSIGNALED(s) => signal = Some(libc::WTERMSIG(s)),
+            _ => {
+                // The init died before reporting: it was killed (timeout, cancel, limit) or crashed.
+                if libc::WIFSIGNALED(init_status) {
+                    signal = Some(libc::WTERMSIG(init_status));
+                }
+            }
+        }
+        let status = match (&stopped, exit_code, signal) {
+            (Some(StopReason::Timeout { .. }), _, _) => 124,
+            (Some(StopReason::Cancelled { signal }), _, _) => 128 + signal,
+            (_, Some(code), _) => code,
+            (_, None, Some(sig)) => 128 + sig,
+            (_, None, None) => 125,
+        };
+        Ok(RunOutcome {
+            exit_code,
+            signal,
+            status,
+            duration_ms,
+            timed_out,
+            stopped,
+            peak_memory_bytes: sys::children_max_rss(),
+            denials_observed: Vec::new(),
+            temp_dir: self.temp_dir.clone(),
+            warnings: std::mem::take(&mut self.warnings),
+            stdout,
+            stderr,
+        })
+    }
+
+    /// Forwards or collects a chunk within the limit; returns a stop reason when the limit is passed.
+    fn forward(
+        &self,
+        stream: usize,
+        chunk: &[u8],
+        count: &mut u64,
+        sink: &mut Vec<u8>,
+    ) -> Option<StopReason> {
+        let limit = self.output_limit.unwrap_or(u64::MAX);
+        let room = limit.saturating_sub(*count) as usize;
+        let take = chunk.len().min(room);
+        let part = chunk.get(..take).unwrap_or(chunk);
+        *count = count.saturating_add(chunk.len() as u64);
+        match self.stdio {
+            Stdio::Collect => sink.extend_from_slice(part),
+            Stdio::Inherit => {
+                let _ = sys::write_all(if stream == 0 { 1 } else { 2 }, part);
+            }
+        }
+        (chunk.len() > room).then(|| StopReason::OutputLimit {
+            stream: if stream == 0 { "stdout" } else { "stderr" }.to_string(),
+            limit,
+        })
+    }
+}
+
+/// Reads what is available from a non-blocking fd; false at end of file.
+fn drain(fd: RawFd, into: &mut Vec<u8>) -> bool {
+    let mut buf = [0u8; 65536];
+    loop {
+        match sys::read(fd, &mut buf) {
+            Ok(0) => return false,
+            Ok(n) => into.extend_from_slice(buf.get(..n).unwrap_or(&[])),
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => return true,
+            Err(_) => return false,
+        }
+    }
+}
+
+/// Reads until end of file, waiting at most a second in total (all writers are dead by now).
+fn drain_blocking(fd: RawFd, into: &mut Vec<u8>) -> bool {
+    let until = Instant::now() + Duration::from_secs(1);
+    while Instant::now() < until {
+        if !drain(fd, into) {
+            return true;
+        }
+        let mut p = [libc::pollfd {
+            fd,
+            events: libc::POLLIN,
+            revents: 0,
+        }];
+        let _ = sys::poll(&mut p, 100);
+    }
+    false
+}
+
+impl Drop for RunningSandbox {
+    fn drop(&mut self) {
+        // Whatever happened, nothing outlives the supervisor's interest in it.
+        let _ = sys::kill(self.pid, libc::SIGKILL);
+        let _ = sys::waitpid(self.pid, libc::WNOHANG);
+        for fd in [self.pidfd, self.sigfd, self.err_r, self.status_r] {
+            sys::close(fd);
+        }
+        let _ = sys::set_signal_mask(&self.old_mask);
+        remove_placeholders(&self.placeholders);
+    }
+}

@@ -1,0 +1,520 @@
+//! Thin wrappers over the system calls the sandbox needs; the only module with `unsafe`.
+//!
+//! Each wrapper does one call and turns `-1`/`errno` into `io::Error`. They allocate nothing, so they may be
+//! used between `fork` and `execve`.
+#![allow(
+    unsafe_code,
+    reason = "system calls without safe std equivalents; each block documents why it is sound"
+)]
+
+use std::ffi::CStr;
+use std::io;
+use std::os::fd::RawFd;
+
+use libc::{c_char, c_int, c_ulong, pid_t};
+
+fn check(ret: c_int) -> io::Result<c_int> {
+    if ret == -1 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(ret)
+    }
+}
+
+fn check_long(ret: libc::c_long) -> io::Result<libc::c_long> {
+    if ret == -1 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(ret)
+    }
+}
+
+/// `clone(flags | SIGCHLD)` without a new stack: like `fork`, into new namespaces.
+/// Returns `Some(pid)` in the parent and `None` in the child.
+///
+/// The caller must be single-threaded: the child continues with a copy of this thread only.
+pub(crate) fn clone_into_namespaces(flags: c_int) -> io::Result<Option<pid_t>> {
+    // SAFETY: a raw clone with a null stack behaves like fork(2); no Rust state is shared with the child,
+    // which gets a copy of the address space. The caller guarantees a single thread (documented above).
+    let ret = unsafe {
+        libc::syscall(
+            libc::SYS_clone,
+            (flags | libc::SIGCHLD) as c_ulong,
+            0usize,
+            0usize,
+            0usize,
+            0usize,
+        )
+    };
+    let pid = check_long(ret)?;
+    Ok(if pid == 0 { None } else { Some(pid as pid_t) })
+}
+
+/// `fork()`. Same contract as [`clone_into_namespaces`].
+pub(crate) fn fork() -> io::Result<Option<pid_t>> {
+    clone_into_namespaces(0)
+}
+
+/// `_exit(code)`: leaves the child without running destructors or atexit handlers of the parent's copy.
+pub(crate) fn exit_now(code: c_int) -> ! {
+    // SAFETY: _exit never returns and touches no Rust state.
+    unsafe { libc::_exit(code) }
+}
+
+pub(crate) fn setsid() -> io::Result<()> {
+    // SAFETY: no arguments; failure is reported through errno.
+    check(unsafe { libc::setsid() }).map(drop)
+}
+
+pub(crate) fn prctl(option: c_int, arg2: c_ulong) -> io::Result<()> {
+    // SAFETY: every option used here takes integer arguments only.
+    check(unsafe { libc::prctl(option, arg2, 0 as c_ulong, 0 as c_ulong, 0 as c_ulong) }).map(drop)
+}
+
+pub(crate) fn mount(
+    src: Option<&CStr>,
+    dst: &CStr,
+    fstype: Option<&CStr>,
+    flags: c_ulong,
+    data: Option<&CStr>,
+) -> io::Result<()> {
+    let p = |c: Option<&CStr>| c.map_or(std::ptr::null(), CStr::as_ptr);
+    // SAFETY: all pointers are NUL-terminated strings that outlive the call, or null where allowed.
+    check(unsafe { libc::mount(p(src), dst.as_ptr(), p(fstype), flags, p(data).cast()) }).map(drop)
+}
+
+#[repr(C)]
+struct MountAttr {
+    attr_set: u64,
+    attr_clr: u64,
+    propagation: u64,
+    userns_fd: u64,
+}
+
+const MOUNT_ATTR_RDONLY: u64 = 0x0000_0001;
+const AT_RECURSIVE: c_int = 0x8000;
+
+/// Makes the mount at `path` and every mount beneath it read-only (`mount_setattr`, Linux 5.12).
+pub(crate) fn make_readonly_recursive(path: &CStr) -> io::Result<()> {
+    let attr = MountAttr {
+        attr_set: MOUNT_ATTR_RDONLY,
+        attr_clr: 0,
+        propagation: 0,
+        userns_fd: 0,
+    };
+    // SAFETY: `attr` is a valid mount_attr of the size passed; `path` is NUL-terminated.
+    let ret = unsafe {
+        libc::syscall(
+            libc::SYS_mount_setattr,
+            libc::AT_FDCWD,
+            path.as_ptr(),
+            AT_RECURSIVE as c_ulong,
+            &attr as *const MountAttr,
+            std::mem::size_of::<MountAttr>(),
+        )
+    };
+    check_long(ret).map(drop)
+}
+
+pub(crate) fn pivot_root(new_root: &CStr, put_old: &CStr) -> io::Result<()> {
+    // SAFETY: both pointers are NUL-terminated strings.
+    check_long(unsafe { libc::syscall(libc::SYS_pivot_root, new_root.as_ptr(), put_old.as_ptr()) })
+        .map(drop)
+}
+
+pub(crate) fn umount_detach(path: &CStr) -> io::Result<()> {
+    // SAFETY: NUL-terminated path.
+    check(unsafe { libc::umount2(path.as_ptr(), libc::MNT_DETACH) }).map(drop)
+}
+
+pub(crate) fn chdir(path: &CStr) -> io::Result<()> {
+    // SAFETY: NUL-terminated path.
+    check(unsafe { libc::chdir(path.as_ptr()) }).map(drop)
+}
+
+pub(crate) fn mkdir(path: &CStr, mode: u32) -> io::Result<()> {
+    // SAFETY: NUL-terminated path.
+    check(unsafe { libc::mkdir(path.as_ptr(), mode) }).map(drop)
+}
+
+pub(crate) fn chmod(path: &CStr, mode: u32) -> io::Result<()> {
+    // SAFETY: NUL-terminated path.
+    check(unsafe { libc::chmod(path.as_ptr(), mode) }).map(drop)
+}
+
+/// Creates an empty file (for a bind-mount target); an existing one is fine.
+pub(crate) fn touch(path: &CStr, mode: u32) -> io::Result<()> {
+    // SAFETY: NUL-terminated path; the returned fd is closed below.
+    let fd = check(unsafe {
+        libc::open(
+            path.as_ptr(),
+            libc::O_CREAT | libc::O_WRONLY | libc::O_CLOEXEC | libc::O_NOFOLLOW,
+            mode,
+        )
+    })?;
+    close(fd);
+    Ok(())
+}
+
+pub(crate) fn symlink(target: &CStr, link: &CStr) -> io::Result<()> {
+    // SAFETY: NUL-terminated paths.
+    check(unsafe { libc::symlink(target.as_ptr(), link.as_ptr()) }).map(drop)
+}
+
+/// `lstat`'s file type bits, or an error.
+pub(crate) fn file_type(path: &CStr) -> io::Result<u32> {
+    // SAFETY: `st` is plain data filled by the kernel; the path is NUL-terminated.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: valid pointers for the duration of the call.
+    check(unsafe { libc::lstat(path.as_ptr(), &mut st) })?;
+    Ok(st.st_mode & libc::S_IFMT)
+}
+
+/// Opens, writes all of `data`, closes.
+pub(crate) fn write_file(path: &CStr, data: &[u8]) -> io::Result<()> {
+    // SAFETY: NUL-terminated path.
+    let fd = check(unsafe { libc::open(path.as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC) })?;
+    let r = write_all(fd, data);
+    close(fd);
+    r
+}
+
+pub(crate) fn write_all(fd: RawFd, mut data: &[u8]) -> io::Result<()> {
+    while !data.is_empty() {
+        // SAFETY: `data` is a valid readable buffer of the given length.
+        let n = unsafe { libc::write(fd, data.as_ptr().cast(), data.len()) };
+        if n < 0 {
+            let e = io::Error::last_os_error();
+            if e.kind() == io::ErrorKind::Interrupted {
+                continue;
+            }
+            return Err(e);
+        }
+        data = data.get(n as usize..).unwrap_or(&[]);
+    }
+    Ok(())
+}
+
+pub(crate) fn read(fd: RawFd, buf: &mut [u8]) -> io::Result<usize> {
+    loop {
+        // SAFETY: `buf` is a valid writable buffer of the given length.
+        let n = unsafe { libc::read(fd, buf.as_mut_ptr().cast(), buf.len()) };
+        if n >= 0 {
+            return Ok(n as usize);
+        }
+        let e = io::Error::last_os_error();
+        if e.kind() != io::ErrorKind::Interrupted {
+            return Err(e);
+        }
+    }
+}
+
+pub(crate) fn close(fd: RawFd) {
+    // SAFETY: closing a descriptor we own; errors are irrelevant here.
+    unsafe { libc::close(fd) };
+}
+
+/// Closes every descriptor from `first` up.
+pub(crate) fn close_from(first: u32) -> io::Result<()> {
+    // SAFETY: close_range with integer arguments.
+    check_long(unsafe { libc::syscall(libc::SYS_close_range, first, u32::MAX, 0u32) }).map(drop)
+}
+
+pub(crate) fn dup2(from: RawFd, to: RawFd) -> io::Result<()> {
+    // SAFETY: integer arguments.
+    check(unsafe { libc::dup2(from, to) }).map(drop)
+}
+
+pub(crate) fn set_cloexec(fd: RawFd) -> io::Result<()> {
+    // SAFETY: integer arguments.
+    check(unsafe { libc::fcntl(fd, libc::F_SETFD, libc::FD_CLOEXEC) }).map(drop)
+}
+
+/// A pipe, both ends close-on-exec: (read, write).
+pub(crate) fn pipe() -> io::Result<(RawFd, RawFd)> {
+    let mut fds = [0 as c_int; 2];
+    // SAFETY: `fds` has room for two descriptors.
+    check(unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) })?;
+    Ok((fds[0], fds[1]))
+}
+
+pub(crate) fn execve(path: &CStr, argv: &[*const c_char], envp: &[*const c_char]) -> io::Error {
+    // SAFETY: argv and envp are null-terminated arrays of pointers to NUL-terminated strings, all kept
+    // alive by the caller; execve only returns on failure.
+    unsafe { libc::execve(path.as_ptr(), argv.as_ptr(), envp.as_ptr()) };
+    io::Error::last_os_error()
+}
+
+/// `waitpid`; returns (pid, raw status).
+pub(crate) fn waitpid(pid: pid_t, flags: c_int) -> io::Result<(pid_t, c_int)> {
+    let mut status = 0;
+    loop {
+        // SAFETY: `status` is a valid out-pointer.
+        let r = unsafe { libc::waitpid(pid, &mut status, flags) };
+        if r >= 0 {
+            return Ok((r, status));
+        }
+        let e = io::Error::last_os_error();
+        if e.kind() != io::ErrorKind::Interrupted {
+            return Err(e);
+        }
+    }
+}
+
+pub(crate) fn kill(pid: pid_t, sig: c_int) -> io::Result<()> {
+    // SAFETY: integer arguments.
+    check(unsafe { libc::kill(pid, sig) }).map(drop)
+}
+
+pub(crate) fn pidfd_open(pid: pid_t) -> io::Result<RawFd> {
+    // SAFETY: integer arguments.
+    check_long(unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) }).map(|fd| fd as RawFd)
+}
+
+/// Blocks `signals` in this thread, returning the previous mask.
+pub(crate) fn block_signals(signals: &[c_int]) -> io::Result<libc::sigset_t> {
+    // SAFETY: sigset_t is plain data initialised by sigemptyset before use.
+    let mut set: libc::sigset_t = unsafe { std::mem::zeroed() };
+    // SAFETY: see above.
+    let mut old: libc::sigset_t = unsafe { std::mem::zeroed() };
+    // SAFETY: valid pointers to sigset_t.
+    unsafe { libc::sigemptyset(&mut set) };
+    for s in signals {
+        // SAFETY: valid pointer; signal numbers are constants.
+        unsafe { libc::sigaddset(&mut set, *s) };
+    }
+    // SAFETY: valid pointers.
+    check(unsafe { libc::pthread_sigmask(libc::SIG_BLOCK, &set, &mut old) })?;
+    Ok(old)
+}
+
+pub(crate) fn set_signal_mask(mask: &libc::sigset_t) -> io::Result<()> {
+    // SAFETY: valid pointer to an initialised sigset_t.
+    check(unsafe { libc::pthread_sigmask(libc::SIG_SETMASK, mask, std::ptr::null_mut()) }).map(drop)
+}
+
+/// A signalfd for `signals` (which must be blocked).
+pub(crate) fn signalfd(signals: &[c_int]) -> io::Result<RawFd> {
+    // SAFETY: as in block_signals.
+    let mut set: libc::sigset_t = unsafe { std::mem::zeroed() };
+    // SAFETY: valid pointer.
+    unsafe { libc::sigemptyset(&mut set) };
+    for s in signals {
+        // SAFETY: valid pointer.
+        unsafe { libc::sigaddset(&mut set, *s) };
+    }
+    // SAFETY: valid pointer to an initialised set.
+    check(unsafe { libc::signalfd(-1, &set, libc::SFD_CLOEXEC | libc::SFD_NONBLOCK) })
+}
+
+/// Resets every catchable signal to its default action (ignored signals survive `execve` otherwise; Rust
+/// ignores SIGPIPE at startup).
+pub(crate) fn reset_signal_dispositions() {
+    for sig in 1..32 {
+        if sig == libc::SIGKILL || sig == libc::SIGSTOP {
+            continue;
+        }
+        // SAFETY: setting SIG_DFL is always valid for catchable signals.
+        unsafe { libc::signal(sig, libc::SIG_DFL) };
+    }
+}
+
+pub(crate) fn poll(fds: &mut [libc::pollfd], timeout_ms: c_int) -> io::Result<usize> {
+    // SAFETY: `fds` is a valid array of pollfd of the given length.
+    let r = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, timeout_ms) };
+    if r < 0 {
+        let e = io::Error::last_os_error();
+        if e.kind() == io::ErrorKind::Interrupted {
+            return Ok(0);
+        }
+        return Err(e);
+    }
+    Ok(r as usize)
+}
+
+pub(crate) fn set_nonblocking(fd: RawFd) -> io::Result<()> {
+    // SAFETY: integer arguments.
+    let flags = check(unsafe { libc::fcntl(fd, libc::F_GETFL) })?;
+    // SAFETY: integer arguments.
+    check(unsafe { libc::fcntl(fd, libc::F_SETFL, flags | libc::O_NONBLOCK) }).map(drop)
+}
+
+pub(crate) fn setrlimit(resource: libc::__rlimit_resource_t, value: u64) -> io::Result<()> {
+    let lim = libc::rlimit {
+        rlim_cur: value,
+        rlim_max: value,
+    };
+    // SAFETY: valid pointer to an rlimit.
+    check(unsafe { libc::setrlimit(resource, &lim) }).map(drop)
+}
+
+/// Peak resident set of waited-for descendants, in bytes.
+pub(crate) fn children_max_rss() -> u64 {
+    // SAFETY: rusage is plain data filled by the kernel.
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: valid out-pointer.
+    if unsafe { libc::getrusage(libc::RUSAGE_CHILDREN, &mut ru) } != 0 {
+        return 0;
+    }
+    (ru.ru_maxrss.max(0) as u64).saturating_mul(1024)
+}
+
+/// Brings the loopback interface up in the current network namespace.
+pub(crate) fn loopback_up() -> io::Result<()> {
+    // SAFETY: plain socket call.
+    let fd =
+        check(unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) })?;
+    // SAFETY: ifreq is plain data.
+    let mut req: libc::ifreq = unsafe { std::mem::zeroed() };
+    for (dst, src) in req.ifr_name.iter_mut().zip(b"lo\0") {
+        *dst = *src as c_char;
+    }
+    // SAFETY: valid ifreq pointer for SIOCGIFFLAGS.
+    let r = check(unsafe { libc::ioctl(fd, libc::SIOCGIFFLAGS, &mut req) }).and_then(|_| {
+        // SAFETY: reading and writing the flags member of the union that SIOCGIFFLAGS filled.
+        unsafe { req.ifr_ifru.ifru_flags |= libc::IFF_UP as libc::c_short };
+        // SAFETY: valid ifreq pointer for SIOCSIFFLAGS.
+        check(unsafe { libc::ioctl(fd, libc::SIOCSIFFLAGS, &req) })
+    });
+    close(fd);
+    r.map(drop)
+}
+
+#[repr(C)]
+struct CapHeader {
+    version: u32,
+    pid: c_int,
+}
+
+#[repr(C)]
+#[derive(Clone, Copy)]
+struct CapData {
+    effective: u32,
+    permitted: u32,
+    inheritable: u32,
+}
+
+const LINUX_CAPABILITY_VERSION_3: u32 = 0x2008_0522;
+
+/// Clears the effective, permitted and inheritable capability sets of this thread.
+pub(crate) fn clear_capabilities() -> io::Result<()> {
+    let header = CapHeader {
+        version: LINUX_CAPABILITY_VERSION_3,
+        pid: 0,
+    };
+    let data = [CapData {
+        effective: 0,
+        permitted: 0,
+        inheritable: 0,
+    }; 2];
+    // SAFETY: header and a two-element data array as capset(2) requires for version 3.
+    check_long(unsafe {
+        libc::syscall(libc::SYS_capset, &header as *const CapHeader, data.as_ptr())
+    })
+    .map(drop)
+}
+
+/// Whether this thread has any capability in its effective set.
+pub(crate) fn has_effective_capabilities() -> io::Result<bool> {
+    let header = CapHeader {
+        version: LINUX_CAPABILITY_VERSION_3,
+        pid: 0,
+    };
+    let mut data = [CapData {
+        effective: 0,
+        permitted: 0,
+        inheritable: 0,
+    }; 2];
+    // SAFETY: as clear_capabilities, with a writable data array.
+    check_long(unsafe {
+        libc::syscall(
+            libc::SYS_capget,
+            &header as *const CapHeader,
+            data.as_mut_ptr(),
+        )
+    })?;
+    Ok(data.iter().any(|d| d.effective != 0 || d.permitted != 0))
+}
+
+pub(crate) fn set_ids(uid: u32, gid: u32) -> io::Result<()> {
+    let groups = [gid];
+    // SAFETY: one valid gid_t.
+    check(unsafe { libc::setgroups(1, groups.as_ptr()) })?;
+    // SAFETY: integer arguments.
+    check(unsafe { libc::setresgid(gid, gid, gid) })?;
+    // SAFETY: integer arguments.
+    check(unsafe { libc::setresuid(uid, uid, uid) }).map(drop)
+}
+
+pub(crate) fn geteuid() -> u32 {
+    // SAFETY: no arguments, cannot fail.
+    unsafe { libc::geteuid() }
+}
+
+pub(crate) fn getegid() -> u32 {
+    // SAFETY: no arguments, cannot fail.
+    unsafe { libc::getegid() }
+}
+
+/// Looks up a user by name: (uid, gid, home).
+pub(crate) fn lookup_user(name: &CStr) -> Option<(u32, u32, std::path::PathBuf)> {
+    use std::os::unix::ffi::OsStrExt;
+    let mut buf = vec![0 as c_char; 16 * 1024];
+    // SAFETY: passwd is plain data; getpwnam_r fills it with pointers into `buf`.
+    let mut pwd: libc::passwd = unsafe { std::mem::zeroed() };
+    let mut result: *mut libc::passwd = std::ptr::null_mut();
+    // SAFETY: all pointers valid for the call; `buf` outlives every use of `pwd`'s strings below.
+    let r = unsafe {
+        libc::getpwnam_r(
+            name.as_ptr(),
+            &mut pwd,
+            buf.as_mut_ptr(),
+            buf.len(),
+            &mut result,
+        )
+    };
+    if r != 0 || result.is_null() {
+        return None;
+    }
+    // SAFETY: pw_dir points into `buf` and is NUL-terminated by getpwnam_r.
+    let home = unsafe { CStr::from_ptr(pwd.pw_dir) };
+    Some((
+        pwd.pw_uid,
+        pwd.pw_gid,
+        std::path::PathBuf::from(std::ffi::OsStr::from_bytes(home.to_bytes())),
+    ))
+}
+
+/// The Landlock ABI version, or 0 when Landlock is unavailable.
+pub(crate) fn landlock_abi_version() -> i32 {
+    const LANDLOCK_CREATE_RULESET_VERSION: u32 = 1;
+    // SAFETY: a null attribute with size 0 and the VERSION flag only queries the ABI.
+    let r = unsafe {
+        libc::syscall(
+            libc::SYS_landlock_create_ruleset,
+            std::ptr::null::<u8>(),
+            0usize,
+            LANDLOCK_CREATE_RULESET_VERSION,
+        )
+    };
+    if r < 0 { 0 } else { r as i32 }
+}
+
+/// Reads one `signalfd_siginfo` and returns the signal number.
+pub(crate) fn read_signal(fd: RawFd) -> Option<u32> {
+    // SAFETY: signalfd_siginfo is plain data.
+    let mut info: libc::signalfd_siginfo = unsafe { std::mem::zeroed() };
+    // SAFETY: `info` is a writable buffer of exactly the size passed.
+    let n = unsafe {
+        libc::read(
+            fd,
+            (&mut info as *mut libc::signalfd_siginfo).cast(),
+            std::mem::size_of::<libc::signalfd_siginfo>(),
+        )
+    };
+    if n as usize == std::mem::size_of::<libc::signalfd_siginfo>() {
+        Some(info.ssi_signo)
+    } else {
+        None
+    }
+}
