@@ -596,7 +596,8 @@ mod tests {
                 dir: false
             })
         );
-        assert_eq!(op_at(&plan, &root.join("src/a/y.js")), None);
+        // Ungranted siblings are inaccessible stand-ins, not the file.
+        assert_eq!(op_at(&plan, &root.join("src/a/y.js")), Some(&MountOp::Stub { dir: false }));
         assert_eq!(op_at(&plan, &root.join("src")), None);
     }
 }
