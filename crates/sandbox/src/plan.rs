@@ -461,6 +461,34 @@ impl MountPlan {
         Ok(())
     }
 
+    /// Whether `dir` exists inside the sandbox as a usable directory: beneath a bind or private mount and
+    /// not beneath a mask, or on the way to one.
+    pub fn has_directory(&self, dir: &Path) -> bool {
+        let mut best: Option<&PlannedMount> = None;
+        for m in &self.mounts {
+            if dir.starts_with(&m.path)
+                && best.is_none_or(|b| m.path.as_os_str().len() >= b.path.as_os_str().len())
+            {
+                best = Some(m);
+            }
+        }
+        let beneath_grant = matches!(
+            best.map(|m| &m.op),
+            Some(
+                MountOp::Bind { dir: true, .. }
+                    | MountOp::PrivateTmpfs { .. }
+                    | MountOp::Proc
+                    | MountOp::Dev
+            )
+        );
+        let on_the_way = self.mounts.iter().any(|m| {
+            m.path.starts_with(dir)
+                && m.path != dir
+                && !matches!(m.op, MountOp::Stub { .. } | MountOp::Symlink { .. })
+        });
+        beneath_grant || on_the_way
+    }
+
     /// Creates the planned placeholder directories on the host (parents must exist).
     pub fn create_placeholders(&self) -> Result<Vec<PathBuf>, SandboxError> {
         let mut made = Vec::new();
@@ -597,7 +625,10 @@ mod tests {
             })
         );
         // Ungranted siblings are inaccessible stand-ins, not the file.
-        assert_eq!(op_at(&plan, &root.join("src/a/y.js")), Some(&MountOp::Stub { dir: false }));
+        assert_eq!(
+            op_at(&plan, &root.join("src/a/y.js")),
+            Some(&MountOp::Stub { dir: false })
+        );
         assert_eq!(op_at(&plan, &root.join("src")), None);
     }
 }

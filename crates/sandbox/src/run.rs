@@ -202,13 +202,6 @@ impl SandboxBuilder {
             "cannot resolve '{}'",
             cwd.display()
         )))?;
-        let decision = policy.decide(&cwd_c, Access::Read);
-        if let Some(d) = policy.denial(&cwd_c, Access::Read, decision) {
-            return Err(SandboxError::CwdNotVisible {
-                cwd: cwd.clone(),
-                reason: d.to_string(),
-            });
-        }
         let temp_dir = self
             .temp_dir
             .clone()
@@ -250,6 +243,18 @@ impl SandboxBuilder {
         }
 
         let plan = MountPlan::new(policy, &temp_dir, limits.memory)?;
+        // The working directory must exist inside: granted, or a directory on the way to something granted
+        // (e.g. the project root of a policy that grants only `src/**/*.ts`).
+        if !plan.has_directory(cwd_c.as_path()) {
+            let decision = policy.decide(&cwd_c, Access::Read);
+            let reason = policy
+                .denial(&cwd_c, Access::Read, decision)
+                .map_or_else(|| "it is masked".to_string(), |d| d.to_string());
+            return Err(SandboxError::CwdNotVisible {
+                cwd: cwd.clone(),
+                reason,
+            });
+        }
         Ok(Sandbox {
             policy: self.policy.clone(),
             plan,

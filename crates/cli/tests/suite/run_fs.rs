@@ -1,0 +1,158 @@
+//! Filesystem confinement: seed 000's filesystem scenarios and the issue's escape list.
+
+use super::util::*;
+use crate::both_users;
+
+both_users! {
+    /// Seed 000: in-scope access is allowed.
+    fn in_scope_access_works(d) {
+        d.write("work/existing.txt", "old\n");
+        d.sh(&[], "echo hi > note.txt && cat note.txt && mkdir -p sub/deep && echo x > sub/deep/f && rm existing.txt && mv note.txt moved.txt")
+            .ok()
+            .stdout_has("hi");
+        assert_eq!(d.read("work/moved.txt").as_deref(), Some("hi\n"));
+        assert!(d.read("work/existing.txt").is_none());
+    }
+}
+
+both_users! {
+    /// Seed 000: out-of-scope access is denied with a permission error (read, write, list).
+    fn out_of_scope_is_a_permission_error(d) {
+        d.write("outside/secret.txt", "TOPSECRET\n");
+        let out = d.sh(&[], &format!("cat {0}/outside/secret.txt; echo x > {0}/outside/new; ls {0}/outside; echo done", d.root.display()));
+        out.ok().stdout_lacks("TOPSECRET").stdout_has("done");
+        assert_eq!(out.stderr.matches("Permission denied").count(), 3, "{}", out.stderr);
+        assert!(d.read("outside/new").is_none());
+    }
+}
+
+both_users! {
+    /// Seed 000: a read-only scope cannot create, modify, truncate, rename, delete, chmod, chown, touch or
+    /// set extended attributes.
+    fn read_only_scope_prevents_every_modification(d) {
+        d.write("work/f.txt", "original\n").mkdir("work/dir");
+        let script = r#"
+try() { if sh -c "$2" 2>/dev/null; then echo "ESCAPED $1"; else echo "held $1"; fi; }
+cat f.txt
+try create 'echo x > new.txt'
+try modify 'echo x >> f.txt'
+try truncate ': > f.txt'
+try rename 'mv f.txt g.txt'
+try delete 'rm f.txt'
+try rmdir 'rmdir dir'
+try mkdir 'mkdir newdir'
+try chmod 'chmod 777 f.txt'
+try chown "chown $(id -u):$(id -g) f.txt"
+try touch 'touch -d 2001-01-01 f.txt'
+try xattr 'python3 -c "import os; os.setxattr(\"f.txt\", \"user.x\", b\"1\")"'
+try symlink 'ln -s /etc/passwd link'
+try hardlink 'ln f.txt hard'
+"#;
+        let out = d.sh(&["--profile", "read-only"], script);
+        out.ok().stdout_has("original").stdout_lacks("ESCAPED");
+        assert_eq!(out.stdout.matches("held").count(), 13, "{}", out.stdout);
+        assert_eq!(d.read("work/f.txt").as_deref(), Some("original\n"));
+        let meta = std::fs::metadata(d.path("work/f.txt")).unwrap();
+        assert_eq!(std::os::unix::fs::PermissionsExt::mode(&meta.permissions()) & 0o777, 0o644);
+    }
+}
+
+both_users! {
+    /// DESIGN: files something outside will later trust stay read-only inside the writable tree, and the
+    /// `mv .git .git-old && mkdir -p .git/hooks` trick fails; nothing is left behind on the host.
+    fn trusted_files_stay_read_only_in_the_workspace(d) {
+        let git = std::process::Command::new("git").args(["init", "-q"]).current_dir(d.work()).status().unwrap();
+        assert!(git.success());
+        d.chown_all();
+        let script = r#"
+try() { if sh -c "$2" 2>/dev/null; then echo "ESCAPED $1"; else echo "held $1"; fi; }
+try hook 'echo evil > .git/hooks/pre-commit'
+try config 'echo "[core] hooksPath = /tmp" >> .git/config'
+try config-replace 'echo x > c && mv c .git/config'
+try move-git 'mv .git .git-old'
+try remove-git 'rm -rf .git'
+try hooks-replace 'mv .git/hooks .git/h2'
+try claude 'mkdir -p .claude/x && echo {} > .claude/settings.json'
+try vscode 'echo {} > .vscode/tasks.json'
+echo ok > .git/description && echo wrote-git-internals
+"#;
+        let out = d.sh(&[], script);
+        out.ok().stdout_lacks("ESCAPED").stdout_has("wrote-git-internals");
+        assert_eq!(out.stdout.matches("held").count(), 8, "{}", out.stdout);
+        assert!(!exists(&d.path("work/.git/hooks/pre-commit")));
+        assert!(!exists(&d.path("work/.claude")), "placeholder left behind");
+        assert!(!exists(&d.path("work/.vscode")), "placeholder left behind");
+        assert!(!exists(&d.path("work/.git-old")));
+    }
+}
+
+both_users! {
+    /// Seed 000: `src/**/*.ts` grants exactly the TypeScript files under src/.
+    fn glob_scope_grants_exactly_its_matches(d) {
+        d.write("work/src/a.ts", "A\n").write("work/src/deep/b.ts", "B\n").write("work/src/c.js", "C\n").write("work/top.ts", "T\n");
+        d.write("policy.toml", "[profile.ts]\nextends = \"system\"\nfs.read = [\"${CWD}/src/**/*.ts\"]\n");
+        let policy = d.path("policy.toml");
+        let out = d.stockade(["run", "--policy", policy.to_str().unwrap(),
+            "--", "/bin/sh", "-c", "cat src/a.ts src/deep/b.ts; cat src/c.js; cat top.ts; echo x > src/a.ts; echo end"]).run();
+        out.ok().stdout_has("A\nB\n").stdout_lacks("C\n").stdout_lacks("T\n").stdout_has("end");
+        assert_eq!(d.read("work/src/a.ts").as_deref(), Some("A\n"));
+    }
+}
+
+both_users! {
+    /// A deny inside a writable tree and inside a read-only tree holds for read, write, rename and delete.
+    fn deny_inside_an_allowed_tree_holds(d) {
+        d.write("work/secret/key", "K1\n").write("work/app/.env", "K2\n").write("ro/secret/key", "K3\n").write("ro/pub", "P\n");
+        let ro = d.path("ro");
+        let out = d.sh(
+            &["--deny", "secret", "--deny", "**/.env", "--ro", ro.to_str().unwrap(), "--deny", &format!("{}/secret", ro.display())],
+            &format!("cat secret/key app/.env {0}/secret/key; cat {0}/pub; rm -rf secret; mv app/.env x; echo y > app/.env; ls secret; echo end", ro.display()),
+        );
+        out.ok().stdout_lacks("K1").stdout_lacks("K2").stdout_lacks("K3").stdout_has("P\n").stdout_has("end");
+        assert_eq!(d.read("work/secret/key").as_deref(), Some("K1\n"));
+        assert_eq!(d.read("work/app/.env").as_deref(), Some("K2\n"));
+    }
+}
+
+both_users! {
+    /// Symlinks, hard links, `..`, `/proc/self/root` and `/proc/<pid>/root` never reach a denied path.
+    fn links_dotdot_and_proc_root_do_not_escape(d) {
+        d.write("outside/secret", "S3CRET\n").write("work/denied/secret", "D3NIED\n");
+        std::os::unix::fs::symlink(d.path("outside"), d.path("work/link-out")).unwrap();
+        std::os::unix::fs::symlink(d.path("work/denied"), d.path("work/link-denied")).unwrap();
+        let outside = d.path("outside");
+        let script = format!(
+            "cat link-out/secret; cat link-denied/secret; cat ../outside/secret; cat {o}/secret; \
+             cat /proc/self/root{o}/secret; cat /proc/1/root{o}/secret; cat /proc/$$/root/{w}/denied/secret; \
+             ln denied/secret hard 2>/dev/null && cat hard; ln -s {o}/secret sym && cat sym; \
+             for p in /proc/[0-9]*; do cat $p/root{o}/secret 2>/dev/null; done; echo end",
+            o = outside.display(),
+            w = d.work().display(),
+        );
+        let out = d.sh(&["--deny", "denied"], &script);
+        out.ok().stdout_lacks("S3CRET").stdout_lacks("D3NIED").stdout_has("end");
+    }
+}
+
+both_users! {
+    /// Known secrets are denied by the default profile (and as root, what uid 0 could read without caps).
+    fn default_profile_denies_known_secrets(d) {
+        let out = d.sh(&[], "cat /etc/shadow; cat /etc/gshadow; cat ~/.ssh/id_rsa; ls ~/.aws; echo end");
+        out.ok().stdout_lacks("root:").stdout_has("end");
+        assert!(!out.stderr.is_empty());
+    }
+}
+
+impl TestDir {
+    /// Gives the whole tree to the test user (after tools made files as root).
+    pub(super) fn chown_all(&self) {
+        if let (Who::User, Some((uid, gid, _))) = (self.who, test_user()) {
+            let st = std::process::Command::new("chown")
+                .args(["-R", &format!("{uid}:{gid}")])
+                .arg(&self.root)
+                .status()
+                .unwrap();
+            assert!(st.success());
+        }
+    }
+}

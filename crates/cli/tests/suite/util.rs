@@ -1,0 +1,358 @@
+//! Per-test directories and a command builder for the real binary, run as root or as an unprivileged user
+//! the tests create.
+
+use std::ffi::OsStr;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::sync::OnceLock;
+
+pub(super) const TEST_USER: &str = "stockade-test";
+
+/// Who runs stockade.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Who {
+    Root,
+    User,
+}
+
+/// Landlock ABI 6 or later, or a loud skip (a failure under `STOCKADE_REQUIRE_LANDLOCK=1`).
+pub(super) fn landlock_ready() -> bool {
+    static ABI: OnceLock<i32> = OnceLock::new();
+    let abi = *ABI.get_or_init(stockade_sandbox_abi);
+    if abi >= 6 {
+        return true;
+    }
+    if std::env::var("STOCKADE_REQUIRE_LANDLOCK").as_deref() == Ok("1") {
+        panic!("Landlock ABI {abi} < 6 but STOCKADE_REQUIRE_LANDLOCK=1");
+    }
+    eprintln!("SKIPPED: Landlock ABI {abi} < 6 on this kernel; sandbox test not run");
+    false
+}
+
+fn stockade_sandbox_abi() -> i32 {
+    let out = Command::new("python3")
+        .args([
+            "-c",
+            "import ctypes;print(ctypes.CDLL(None,use_errno=True).syscall(444,None,0,1))",
+        ])
+        .output();
+    out.ok()
+        .and_then(|o| String::from_utf8_lossy(&o.stdout).trim().parse().ok())
+        .unwrap_or(0)
+}
+
+pub(super) fn is_root() -> bool {
+    std::fs::metadata("/proc/self")
+        .map(|m| std::os::unix::fs::MetadataExt::uid(&m) == 0)
+        .unwrap_or(false)
+}
+
+/// The unprivileged test user's (uid, gid, home), created on first use when running as root.
+pub(super) fn test_user() -> Option<(u32, u32, PathBuf)> {
+    static USER: OnceLock<Option<(u32, u32, PathBuf)>> = OnceLock::new();
+    USER.get_or_init(|| {
+        if !is_root() {
+            return None;
+        }
+        let lookup = || -> Option<(u32, u32, PathBuf)> {
+            let out = Command::new("getent")
+                .args(["passwd", TEST_USER])
+                .output()
+                .ok()?;
+            let line = String::from_utf8_lossy(&out.stdout).to_string();
+            let f: Vec<&str> = line.trim().split(':').collect();
+            Some((
+                f.get(2)?.parse().ok()?,
+                f.get(3)?.parse().ok()?,
+                PathBuf::from(f.get(5)?),
+            ))
+        };
+        if lookup().is_none() {
+            let _ = Command::new("useradd")
+                .args(["-m", "-s", "/bin/sh", TEST_USER])
+                .status();
+        }
+        lookup()
+    })
+    .clone()
+}
+
+/// The binary, copied once to a place every user can execute (the build tree may sit under a private home).
+pub(super) fn bin() -> PathBuf {
+    static BIN: OnceLock<PathBuf> = OnceLock::new();
+    BIN.get_or_init(|| {
+        let src = PathBuf::from(env!("CARGO_BIN_EXE_stockade"));
+        let dir = std::env::temp_dir().join(format!("stockade-test-bin-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let dst = dir.join("stockade");
+        std::fs::copy(&src, &dst).unwrap();
+        std::fs::set_permissions(&dst, std::fs::Permissions::from_mode(0o755)).unwrap();
+        dst
+    })
+    .clone()
+}
+
+/// A fresh directory for one test, owned by whoever runs stockade in it.
+pub(super) struct TestDir {
+    _tmp: tempfile::TempDir,
+    pub root: PathBuf,
+    pub who: Who,
+}
+
+impl TestDir {
+    pub(super) fn new(who: Who) -> Self {
+        let tmp = tempfile::Builder::new()
+            .prefix("stockade-it-")
+            .tempdir()
+            .unwrap();
+        let root = tmp.path().canonicalize().unwrap();
+        std::fs::set_permissions(&root, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let d = TestDir {
+            _tmp: tmp,
+            root,
+            who,
+        };
+        d.mkdir("work");
+        d
+    }
+
+    /// The working directory the agent runs in.
+    pub(super) fn work(&self) -> PathBuf {
+        self.root.join("work")
+    }
+
+    pub(super) fn path(&self, rel: &str) -> PathBuf {
+        self.root.join(rel)
+    }
+
+    pub(super) fn mkdir(&self, rel: &str) -> &Self {
+        std::fs::create_dir_all(self.root.join(rel)).unwrap();
+        self.chown(rel);
+        self
+    }
+
+    pub(super) fn write(&self, rel: &str, text: &str) -> &Self {
+        let p = self.root.join(rel);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(&p, text).unwrap();
+        self.chown(rel);
+        self
+    }
+
+    pub(super) fn read(&self, rel: &str) -> Option<String> {
+        std::fs::read_to_string(self.root.join(rel)).ok()
+    }
+
+    fn chown(&self, rel: &str) {
+        if let (Who::User, Some((uid, gid, _))) = (self.who, test_user()) {
+            let mut p = self.root.join(rel);
+            loop {
+                let _ = std::os::unix::fs::lchown(&p, Some(uid), Some(gid));
+                if p == self.root || !p.pop() {
+                    break;
+                }
+            }
+        }
+    }
+
+    /// `stockade ARGS` in `work/`, as this directory's user, with a clean environment and a private audit log.
+    pub(super) fn stockade<I, S>(&self, args: I) -> Cmd
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<OsStr>,
+    {
+        let mut cmd = Command::new("setpriv");
+        match (self.who, test_user()) {
+            (Who::User, Some((uid, gid, _))) => {
+                cmd.args([
+                    "--reuid",
+                    &uid.to_string(),
+                    "--regid",
+                    &gid.to_string(),
+                    "--clear-groups",
+                    "--",
+                ]);
+            }
+            _ => {
+                cmd.arg("--");
+            }
+        }
+        cmd.arg(bin());
+        cmd.arg("--audit-log").arg(self.root.join("audit.jsonl"));
+        cmd.args(args);
+        cmd.current_dir(self.work());
+        cmd.env_clear();
+        let home = match (self.who, test_user()) {
+            (Who::User, Some((_, _, home))) => home,
+            _ => PathBuf::from(std::env::var_os("HOME").unwrap_or_else(|| "/root".into())),
+        };
+        cmd.env("HOME", home);
+        cmd.env(
+            "PATH",
+            std::env::var_os("PATH").unwrap_or_else(|| "/usr/bin:/bin".into()),
+        );
+        cmd.env("LANG", "C.UTF-8");
+        cmd.stdin(Stdio::null());
+        Cmd { cmd }
+    }
+
+    /// `stockade run [FLAGS] -- sh -c SCRIPT`.
+    pub(super) fn sh(&self, flags: &[&str], script: &str) -> Out {
+        let mut args: Vec<&str> = vec!["run"];
+        args.extend_from_slice(flags);
+        args.extend_from_slice(&["--", "sh", "-c", script]);
+        self.stockade(args).run()
+    }
+}
+
+pub(super) struct Cmd {
+    pub cmd: Command,
+}
+
+impl Cmd {
+    pub(super) fn env(mut self, k: &str, v: &str) -> Self {
+        self.cmd.env(k, v);
+        self
+    }
+
+    pub(super) fn run(mut self) -> Out {
+        let o: Output = self.cmd.output().unwrap();
+        Out {
+            code: o.status.code().unwrap_or(-1),
+            stdout: String::from_utf8_lossy(&o.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&o.stderr).into_owned(),
+        }
+    }
+}
+
+#[derive(Debug)]
+pub(super) struct Out {
+    pub code: i32,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+impl Out {
+    #[track_caller]
+    pub(super) fn ok(&self) -> &Self {
+        assert_eq!(
+            self.code, 0,
+            "expected success\nstdout:\n{}\nstderr:\n{}",
+            self.stdout, self.stderr
+        );
+        self
+    }
+
+    #[track_caller]
+    pub(super) fn code(&self, code: i32) -> &Self {
+        assert_eq!(
+            self.code, code,
+            "expected exit {code}\nstdout:\n{}\nstderr:\n{}",
+            self.stdout, self.stderr
+        );
+        self
+    }
+
+    #[track_caller]
+    pub(super) fn stdout_has(&self, s: &str) -> &Self {
+        assert!(
+            self.stdout.contains(s),
+            "stdout lacks {s:?}\nstdout:\n{}\nstderr:\n{}",
+            self.stdout,
+            self.stderr
+        );
+        self
+    }
+
+    #[track_caller]
+    pub(super) fn stdout_lacks(&self, s: &str) -> &Self {
+        assert!(
+            !self.stdout.contains(s),
+            "stdout has {s:?}\nstdout:\n{}\nstderr:\n{}",
+            self.stdout,
+            self.stderr
+        );
+        self
+    }
+
+    #[track_caller]
+    pub(super) fn stderr_has(&self, s: &str) -> &Self {
+        assert!(
+            self.stderr.contains(s),
+            "stderr lacks {s:?}\nstdout:\n{}\nstderr:\n{}",
+            self.stdout,
+            self.stderr
+        );
+        self
+    }
+}
+
+/// Generates `NAME::as_root` and `NAME::as_user` from one body taking a `TestDir`; each skips loudly when
+/// it cannot run here (no Landlock, or the other uid is not available).
+#[macro_export]
+macro_rules! both_users {
+    ($(#[$m:meta])* fn $name:ident($d:ident) $body:block) => {
+        mod $name {
+            #[allow(unused_imports, reason = "not every body needs every helper")]
+            use super::*;
+            fn body($d: $crate::suite::util::TestDir) $body
+            #[test]
+            fn as_root() {
+                if !$crate::suite::util::landlock_ready() { return; }
+                if !$crate::suite::util::is_root() {
+                    eprintln!("SKIPPED: not root, cannot run the root variant");
+                    return;
+                }
+                body($crate::suite::util::TestDir::new($crate::suite::util::Who::Root));
+            }
+            #[test]
+            fn as_user() {
+                if !$crate::suite::util::landlock_ready() { return; }
+                if $crate::suite::util::is_root() && $crate::suite::util::test_user().is_none() {
+                    panic!("running as root but could not create the unprivileged test user");
+                }
+                body($crate::suite::util::TestDir::new($crate::suite::util::Who::User));
+            }
+        }
+    };
+}
+
+/// Whether any process on the host has `marker` in its command line.
+pub(super) fn process_with_marker(marker: &str) -> bool {
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return false;
+    };
+    for e in dir.flatten() {
+        let p = e.path().join("cmdline");
+        if let Ok(c) = std::fs::read(&p)
+            && String::from_utf8_lossy(&c).contains(marker) {
+                return true;
+            }
+    }
+    false
+}
+
+pub(super) fn exists(p: &Path) -> bool {
+    std::fs::symlink_metadata(p).is_ok()
+}
+
+/// Digits unique to this call in this test run (markers for process scans and socket names).
+pub(super) fn unique_marker() -> String {
+    static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(100);
+    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    format!("{}{n}", std::process::id())
+}
+
+/// Kills a spawned child when dropped, so a failing test leaves nothing running.
+pub(super) struct KillOnDrop(pub std::process::Child);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("kill")
+            .args(["-TERM", &self.0.id().to_string()])
+            .status();
+        let _ = self.0.wait();
+    }
+}
