@@ -327,9 +327,10 @@ pub(super) fn process_with_marker(marker: &str) -> bool {
     for e in dir.flatten() {
         let p = e.path().join("cmdline");
         if let Ok(c) = std::fs::read(&p)
-            && String::from_utf8_lossy(&c).contains(marker) {
-                return true;
-            }
+            && String::from_utf8_lossy(&c).contains(marker)
+        {
+            return true;
+        }
     }
     false
 }
