@@ -200,6 +200,7 @@ pub(crate) fn init_main(p: &Prepared) -> ! {
     if p.net_ns {
         sys::loopback_up().or_fail(p, 12);
     }
+
     // Switch to the new root and let go of the old one.
     sys::chdir(&s.newroot).or_fail(p, 13);
     sys::pivot_root(&s.dot, &s.dot).or_fail(p, 13);

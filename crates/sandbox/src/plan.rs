@@ -260,7 +260,11 @@ impl MountPlan {
             let ScopeTarget::Path(target) = &scope.target else {
                 continue;
             };
-            if !scope.kind.is_grant() || special(target.abs.as_path()) {
+            // Only a path that differs from its resolution went through a symlink.
+            if !scope.kind.is_grant()
+                || special(target.abs.as_path())
+                || target.abs.as_path() == target.canonical.as_path()
+            {
                 continue;
             }
             let mut prefix = PathBuf::from("/");

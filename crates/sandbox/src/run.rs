@@ -382,6 +382,10 @@ impl Sandbox {
     fn spawn_inner(self, _placeholders: &[PathBuf]) -> Result<RunningSandbox, SandboxError> {
         let mut ops = Vec::new();
         let mut mkdirs = Vec::new();
+        // Directories of the empty root to create before each mount: each once, and none beneath a bind
+        // (those exist already, on the host).
+        let mut made: std::collections::HashSet<PathBuf> = std::collections::HashSet::new();
+        let mut bound: Vec<&Path> = Vec::new();
         for m in &self.plan.mounts {
             let dst = cstring(under("/newroot", &m.path).into_vec())?;
             let mut parents = Vec::new();
@@ -389,7 +393,13 @@ impl Sandbox {
             let comps: Vec<_> = m.path.components().skip(1).collect();
             for c in comps.iter().take(comps.len().saturating_sub(1)) {
                 acc.push(c);
+                if bound.iter().any(|b| acc.starts_with(b)) || !made.insert(acc.clone()) {
+                    continue;
+                }
                 parents.push(cstring(under("/newroot", &acc).into_vec())?);
+            }
+            if matches!(m.op, MountOp::Bind { dir: true, .. }) {
+                bound.push(&m.path);
             }
             mkdirs.push(parents);
             let op = match &m.op {

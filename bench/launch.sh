@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Launch overhead of `stockade run` against bare exec and the peers installed here, in one hyperfine run.
+#   bench/launch.sh [RUNS]
+# Results go to bench/results/launch.md (and are copied into BENCHMARKS.md by hand, with the date).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+runs=${1:-500}
+cargo build --release --quiet
+stockade=$PWD/target/release/stockade
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+cd "$work"
+cmds=("/bin/true" "$stockade run -- /bin/true")
+names=("bare /bin/true" "stockade run (workspace-write)")
+if command -v bwrap >/dev/null; then
+  cmds+=("bwrap --ro-bind / / --dev /dev --bind $work $work --unshare-all --die-with-parent -- /bin/true")
+  names+=("bwrap --unshare-all")
+fi
+if command -v firejail >/dev/null; then
+  cmds+=("firejail --quiet --noprofile --net=none /bin/true")
+  names+=("firejail --noprofile --net=none")
+fi
+args=()
+for i in "${!cmds[@]}"; do args+=(--command-name "${names[$i]}" "${cmds[$i]}"); done
+mkdir -p "$OLDPWD/bench/results"
+hyperfine -N --warmup 30 --runs "$runs" --export-markdown "$OLDPWD/bench/results/launch.md" \
+  --export-json "$OLDPWD/bench/results/launch.json" "${args[@]}"
