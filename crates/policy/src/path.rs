@@ -81,6 +81,12 @@ impl CanonicalPath {
     /// Fails only on a symlink loop or a relative input. A component that cannot be examined (not found,
     /// not a directory, permission denied) ends the existing prefix.
     pub fn resolve(path: &Path) -> io::Result<Self> {
+        Self::resolve_cached(path, &mut LstatCache::default())
+    }
+
+    /// [`CanonicalPath::resolve`], remembering what each examined component was, so that resolving many
+    /// paths with common prefixes (a whole policy) examines each component once.
+    pub(crate) fn resolve_cached(path: &Path, cache: &mut LstatCache) -> io::Result<Self> {
         if !path.is_absolute() {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidInput,
@@ -105,8 +111,8 @@ impl CanonicalPath {
                 resolved = candidate;
                 continue;
             }
-            match std::fs::symlink_metadata(&candidate) {
-                Ok(meta) if meta.file_type().is_symlink() => {
+            match cache.lookup(&candidate) {
+                Entry::Symlink(target) => {
                     follows += 1;
                     if follows > MAX_SYMLINK_FOLLOWS {
                         return Err(io::Error::other(format!(
@@ -114,7 +120,6 @@ impl CanonicalPath {
                             candidate.display()
                         )));
                     }
-                    let target = std::fs::read_link(&candidate)?;
                     if target.is_absolute() {
                         resolved = PathBuf::from("/");
                         existing_len = 1;
@@ -123,11 +128,11 @@ impl CanonicalPath {
                         pending.insert(i, part);
                     }
                 }
-                Ok(_) => {
+                Entry::Other => {
                     resolved = candidate;
                     existing_len = resolved.as_os_str().len();
                 }
-                Err(_) => {
+                Entry::Missing => {
                     missing = true;
                     resolved = candidate;
                 }
@@ -173,6 +178,38 @@ impl CanonicalPath {
 impl std::fmt::Display for CanonicalPath {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         self.path.display().fmt(f)
+    }
+}
+
+/// What one path component was when examined.
+#[derive(Debug, Clone)]
+enum Entry {
+    Symlink(PathBuf),
+    Other,
+    Missing,
+}
+
+/// Remembered `lstat`/`readlink` answers for one resolution pass.
+#[derive(Debug, Default)]
+pub(crate) struct LstatCache {
+    entries: std::collections::HashMap<PathBuf, Entry>,
+}
+
+impl LstatCache {
+    fn lookup(&mut self, path: &Path) -> Entry {
+        if let Some(e) = self.entries.get(path) {
+            return e.clone();
+        }
+        let entry = match std::fs::symlink_metadata(path) {
+            Ok(m) if m.file_type().is_symlink() => match std::fs::read_link(path) {
+                Ok(t) => Entry::Symlink(t),
+                Err(_) => Entry::Missing,
+            },
+            Ok(_) => Entry::Other,
+            Err(_) => Entry::Missing,
+        };
+        self.entries.insert(path.to_path_buf(), entry.clone());
+        entry
     }
 }
 

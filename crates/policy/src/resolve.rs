@@ -12,7 +12,7 @@ use toml::Spanned;
 use crate::builtin::{BUILTIN_PROFILES, BUILTIN_TOML, DEFAULT_PROFILE};
 use crate::error::PolicyError;
 use crate::file::{NetMode, OnUnknowable, PolicyFile, ProfileSpec, ToolDefault};
-use crate::path::{AbsPath, CanonicalPath};
+use crate::path::{AbsPath, CanonicalPath, LstatCache};
 use crate::scope::{GlobTarget, PathTarget, RuleId, RuleSource, Scope, ScopeKind, ScopeTarget};
 use crate::units::{parse_duration, parse_size};
 use crate::vars::Variables;
@@ -146,6 +146,7 @@ impl PolicyBuilder {
         let chain = profile_chain(&name, user.as_ref(), &builtin)?;
 
         let mut scopes = Vec::new();
+        let mut cache = LstatCache::default();
         let mut env = ResolvedEnv::default();
         let mut tools = ToolRules::default();
         let mut commands_allow = Vec::new();
@@ -192,7 +193,14 @@ impl PolicyBuilder {
                             profile: link.name.clone(),
                         }
                     };
-                    scopes.push(make_scope(kind, item.get_ref(), &base, &vars, rule)?);
+                    scopes.push(make_scope(
+                        kind,
+                        item.get_ref(),
+                        &base,
+                        &vars,
+                        rule,
+                        &mut cache,
+                    )?);
                 }
             }
             if let Some(later) = scopes.get(first..) {
@@ -256,14 +264,14 @@ impl PolicyBuilder {
             let rule = RuleSource::Flag {
                 flag: (*flag).to_string(),
             };
-            scopes.push(make_scope(*kind, text, &cwd, &vars, rule)?);
+            scopes.push(make_scope(*kind, text, &cwd, &vars, rule, &mut cache)?);
         }
         // Implicit: what the sandbox always provides.
         let mut implicit = |kind, path: &str, what: &str| -> Result<(), PolicyError> {
             let rule = RuleSource::Implicit {
                 what: what.to_string(),
             };
-            scopes.push(make_scope(kind, path, &cwd, &vars, rule)?);
+            scopes.push(make_scope(kind, path, &cwd, &vars, rule, &mut cache)?);
             Ok(())
         };
         if let Some(temp) = vars.get("TEMP_DIR").map(str::to_string) {
@@ -417,6 +425,7 @@ fn make_scope(
     base: &Path,
     vars: &Variables,
     source: RuleSource,
+    cache: &mut LstatCache,
 ) -> Result<Scope, PolicyError> {
     let location = source.to_string();
     if written.is_empty() {
@@ -471,7 +480,7 @@ fn make_scope(
         // The prefix may run into the last literal component (a file): walks start at its parent then.
         ScopeTarget::Glob(GlobTarget {
             pattern,
-            prefix: CanonicalPath::resolve(&prefix)
+            prefix: CanonicalPath::resolve_cached(&prefix, cache)
                 .map(CanonicalPath::into_path_buf)
                 .unwrap_or(prefix),
             matcher: glob.compile_matcher(),
@@ -485,10 +494,12 @@ fn make_scope(
                 "fix the path",
             )
         })?;
-        let canonical = abs.canonicalize().map_err(|source| PolicyError::Resolve {
-            location: location.clone(),
-            path: abs.as_path().to_path_buf(),
-            source,
+        let canonical = CanonicalPath::resolve_cached(abs.as_path(), cache).map_err(|source| {
+            PolicyError::Resolve {
+                location: location.clone(),
+                path: abs.as_path().to_path_buf(),
+                source,
+            }
         })?;
         ScopeTarget::Path(PathTarget {
             abs,
