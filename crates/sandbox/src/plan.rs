@@ -344,26 +344,28 @@ impl MountPlan {
     fn add_stubs(&mut self) {
         /// Entries mirrored per directory; the rest simply do not exist inside (ENOENT instead of EACCES).
         const MAX_STUBS_PER_DIR: usize = 4096;
-        let binds: Vec<&Path> = self
+        // Hash sets instead of pairwise `starts_with`: this runs on every launch.
+        let binds: std::collections::HashSet<&Path> = self
             .mounts
             .iter()
             .filter(|m| !matches!(m.op, MountOp::Symlink { .. } | MountOp::Stub { .. }))
             .map(|m| m.path.as_path())
             .collect();
-        let covered = |p: &Path| binds.iter().any(|b| p.starts_with(b));
+        let covered = |p: &Path| p.ancestors().any(|a| binds.contains(a));
+        // Every mount path and all its ancestors: the directories of the empty root and what they hold.
+        let mut used: std::collections::HashSet<&Path> = std::collections::HashSet::new();
         let mut skeleton: Vec<PathBuf> = Vec::new();
         for m in &self.mounts {
-            let mut a = m.path.parent();
-            while let Some(dir) = a {
-                if !covered(dir) && !skeleton.iter().any(|s| s == dir) {
-                    skeleton.push(dir.to_path_buf());
+            for a in m.path.ancestors() {
+                if !used.insert(a) {
+                    break;
                 }
-                a = dir.parent();
+                if a != m.path && !covered(a) {
+                    skeleton.push(a.to_path_buf());
+                }
             }
         }
-        let used = |p: &Path| {
-            self.mounts.iter().any(|m| m.path.starts_with(p)) || skeleton.iter().any(|s| s == p)
-        };
+        let used = |p: &Path| used.contains(p);
         let mut stubs = Vec::new();
         for dir in &skeleton {
             let Ok(read) = std::fs::read_dir(dir) else {
