@@ -33,7 +33,7 @@ both_users! {
             eprintln!("SKIPPED: node is not installed");
             return;
         }
-        d.sh(&[], "node -e \"console.log(require('child_process').execSync('echo from-node').toString().trim())\"")
+        d.sh(&[], "node -e \"console.log(require('child_process').execSync('echo from-node').toString().trim())\" && npm --version")
             .ok()
             .stdout_has("from-node");
     }
