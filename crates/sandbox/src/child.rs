@@ -294,11 +294,7 @@ fn build_root(p: &Prepared) {
 
     for (op, parents) in p.ops.iter().zip(&p.mkdirs) {
         for dir in parents {
-            match sys::mkdir(dir, 0o755) {
-                Ok(()) => {}
-                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
-                Err(e) => fail(p.err_w, 5, &e, 125),
-            }
+            existing_is_fine(sys::mkdir(dir, 0o755)).or_fail(p, 5);
         }
         match op {
             PreparedOp::Bind {
@@ -380,17 +376,11 @@ fn build_root(p: &Prepared) {
                 } else {
                     sys::touch(dst, 0)
                 };
-                match r {
-                    Ok(()) => {}
-                    Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
-                    Err(e) => fail(p.err_w, 5, &e, 125),
-                }
+                existing_is_fine(r).or_fail(p, 5);
             }
-            PreparedOp::Symlink { target, dst } => match sys::symlink(target, dst) {
-                Ok(()) => {}
-                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
-                Err(e) => fail(p.err_w, 10, &e, 125),
-            },
+            PreparedOp::Symlink { target, dst } => {
+                existing_is_fine(sys::symlink(target, dst)).or_fail(p, 10);
+            }
         }
     }
     // Masks and the skeleton itself become read-only once everything is mounted on them.
@@ -408,6 +398,14 @@ fn build_root(p: &Prepared) {
         None,
     )
     .or_fail(p, 11);
+}
+
+/// Something already there (a directory on the host, a stub planned twice) is what creation wanted.
+fn existing_is_fine(r: std::io::Result<()>) -> std::io::Result<()> {
+    match r {
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
+        other => other,
+    }
 }
 
 /// Creates an empty directory or file to mount on, where nothing is yet (only possible in tmpfs areas).
