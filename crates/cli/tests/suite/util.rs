@@ -78,11 +78,19 @@ pub(super) fn test_user() -> Option<(u32, u32, PathBuf)> {
     .clone()
 }
 
-/// The binary, copied once to a place every user can execute (the build tree may sit under a private home).
+/// The binary, where every user can execute it: in place when every directory above it is
+/// world-searchable, else copied once to a temp dir (the build tree may sit under a private home).
 pub(super) fn bin() -> PathBuf {
     static BIN: OnceLock<PathBuf> = OnceLock::new();
     BIN.get_or_init(|| {
         let src = PathBuf::from(env!("CARGO_BIN_EXE_stockade"));
+        let searchable = src
+            .ancestors()
+            .skip(1)
+            .all(|a| std::fs::metadata(a).is_ok_and(|m| m.permissions().mode() & 0o001 != 0));
+        if searchable {
+            return src;
+        }
         let dir = std::env::temp_dir().join(format!("stockade-test-bin-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
