@@ -189,6 +189,7 @@ impl MountPlan {
             }
         }
         plan.add_glob_entries(policy, &mut entries)?;
+        drop_redundant_binds(&mut entries);
 
         // Protected entries inside a writable tree: every ancestor between the writable root and the entry
         // becomes a mount point (bound onto itself), so `mv .git .git-old && mkdir -p .git/hooks` fails with
@@ -517,6 +518,23 @@ impl MountPlan {
     }
 }
 
+/// A bind whose nearest enclosing entry is a bind of the same kind adds nothing (e.g. `/bin` ->
+/// `/usr/bin` inside a read-only `/usr`, or `~/.bashrc` read-only inside a read-only home): drop it.
+/// A mask or a different kind in between keeps it.
+fn drop_redundant_binds(entries: &mut Vec<PlannedMount>) {
+    let by_path: std::collections::HashMap<PathBuf, MountOp> = entries
+        .iter()
+        .map(|e| (e.path.clone(), e.op.clone()))
+        .collect();
+    entries.retain(|e| {
+        let MountOp::Bind { write, .. } = e.op else {
+            return true;
+        };
+        let enclosing = e.path.ancestors().skip(1).find_map(|a| by_path.get(a));
+        !matches!(enclosing, Some(MountOp::Bind { write: w, .. }) if *w == write)
+    });
+}
+
 fn mask_for(path: &Path) -> MountOp {
     if path.is_dir() {
         MountOp::MaskDir
@@ -572,7 +590,7 @@ mod tests {
         std::fs::write(root.join("w/.env"), "x").unwrap();
         let plan = plan_for(
             &root,
-            "[profile.p]\nfs.write = [\"w\"]\nfs.read = [\"r\"]\nfs.read-only = [\"w/.git/hooks\", \"w/.claude/\"]\nfs.deny = [\"w/secret\", \"**/.env\", \"r/nothing\"]\n",
+            "[profile.p]\nfs.write = [\"w\"]\nfs.read = [\"r\", \"r/sub\"]\nfs.read-only = [\"w/.git/hooks\", \"w/.claude/\"]\nfs.deny = [\"w/secret\", \"**/.env\", \"r/nothing\"]\n",
         );
         assert_eq!(
             op_at(&plan, &root.join("w")),
@@ -609,6 +627,8 @@ mod tests {
         );
         assert_eq!(op_at(&plan, &root.join("w/.env")), Some(&MountOp::MaskFile));
         assert_eq!(op_at(&plan, &root.join("r/nothing")), None);
+        // Same kind inside the same kind adds nothing; a write tree inside keeps its own bind.
+        assert_eq!(op_at(&plan, &root.join("r/sub")), None);
         assert_eq!(plan.placeholders, vec![root.join("w/.claude")]);
         let pos = |p: &Path| plan.mounts.iter().position(|m| m.path == p).unwrap();
         assert!(pos(&root.join("w")) < pos(&root.join("w/.git")));
