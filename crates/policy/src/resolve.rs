@@ -236,7 +236,7 @@ impl PolicyBuilder {
         {
             if name.is_empty() {
                 return Err(PolicyError::invalid(
-                    source_label(user.as_ref(), name),
+                    source_label(user.as_ref()),
                     "an empty name in env.pass or tools",
                     "remove the empty string",
                 ));
@@ -372,7 +372,7 @@ impl PolicyBuilder {
     }
 }
 
-fn source_label(user: Option<&Source>, _what: &str) -> String {
+fn source_label(user: Option<&Source>) -> String {
     user.and_then(|u| u.origin.as_ref())
         .map(|p| p.display().to_string())
         .unwrap_or_else(|| "policy".to_string())

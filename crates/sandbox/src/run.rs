@@ -369,7 +369,7 @@ impl Sandbox {
     /// fork of it.
     pub fn spawn(self) -> Result<RunningSandbox, SandboxError> {
         let placeholders = self.plan.create_placeholders()?;
-        let result = self.spawn_inner(&placeholders);
+        let result = self.spawn_inner();
         if result.is_err() {
             remove_placeholders(&placeholders);
         }
@@ -379,7 +379,7 @@ impl Sandbox {
         })
     }
 
-    fn spawn_inner(self, _placeholders: &[PathBuf]) -> Result<RunningSandbox, SandboxError> {
+    fn spawn_inner(self) -> Result<RunningSandbox, SandboxError> {
         let mut ops = Vec::new();
         let mut mkdirs = Vec::new();
         // Directories of the empty root to create before each mount: each once, and none beneath a bind

@@ -271,18 +271,23 @@ pub(crate) fn pidfd_open(pid: pid_t) -> io::Result<RawFd> {
     check_long(unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) }).map(|fd| fd as RawFd)
 }
 
-/// Blocks `signals` in this thread, returning the previous mask.
-pub(crate) fn block_signals(signals: &[c_int]) -> io::Result<libc::sigset_t> {
-    // SAFETY: sigset_t is plain data initialised by sigemptyset before use.
+fn sigset(signals: &[c_int]) -> libc::sigset_t {
+    // SAFETY: sigset_t is plain data, initialised by sigemptyset before use.
     let mut set: libc::sigset_t = unsafe { std::mem::zeroed() };
-    // SAFETY: see above.
-    let mut old: libc::sigset_t = unsafe { std::mem::zeroed() };
-    // SAFETY: valid pointers to sigset_t.
+    // SAFETY: valid pointer to a sigset_t.
     unsafe { libc::sigemptyset(&mut set) };
     for s in signals {
         // SAFETY: valid pointer; signal numbers are constants.
         unsafe { libc::sigaddset(&mut set, *s) };
     }
+    set
+}
+
+/// Blocks `signals` in this thread, returning the previous mask.
+pub(crate) fn block_signals(signals: &[c_int]) -> io::Result<libc::sigset_t> {
+    let set = sigset(signals);
+    // SAFETY: sigset_t is plain data, filled by pthread_sigmask.
+    let mut old: libc::sigset_t = unsafe { std::mem::zeroed() };
     // SAFETY: valid pointers.
     check(unsafe { libc::pthread_sigmask(libc::SIG_BLOCK, &set, &mut old) })?;
     Ok(old)
@@ -295,14 +300,7 @@ pub(crate) fn set_signal_mask(mask: &libc::sigset_t) -> io::Result<()> {
 
 /// A signalfd for `signals` (which must be blocked).
 pub(crate) fn signalfd(signals: &[c_int]) -> io::Result<RawFd> {
-    // SAFETY: as in block_signals.
-    let mut set: libc::sigset_t = unsafe { std::mem::zeroed() };
-    // SAFETY: valid pointer.
-    unsafe { libc::sigemptyset(&mut set) };
-    for s in signals {
-        // SAFETY: valid pointer.
-        unsafe { libc::sigaddset(&mut set, *s) };
-    }
+    let set = sigset(signals);
     // SAFETY: valid pointer to an initialised set.
     check(unsafe { libc::signalfd(-1, &set, libc::SFD_CLOEXEC | libc::SFD_NONBLOCK) })
 }
