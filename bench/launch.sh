@@ -7,7 +7,9 @@ cd "$(dirname "$0")/.."
 runs=${1:-500}
 cargo build --release --quiet
 stockade=$PWD/target/release/stockade
-work=$(mktemp -d)
+# A workspace inside the checkout, like a real project (not under /tmp, whose every entry the sandbox
+# would mirror as an inaccessible stub because the workspace's parent directories are part of its root).
+work=$(mktemp -d "$PWD/target/launch-work.XXXXXX")
 trap 'rm -rf "$work"' EXIT
 cd "$work"
 cmds=("/bin/true" "$stockade run -- /bin/true")

@@ -16,7 +16,7 @@ pub const BUILTIN_TOML: &str = r#"
 base = "${CWD}"
 fs.read = [
   "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32",
-  "/etc", "/opt", "/var/lib/dpkg", "/var/cache/debconf", "/sys",
+  "/etc", "/opt", "/sys",
   "${HOME}",
 ]
 fs.deny = [

@@ -207,6 +207,10 @@ pub(crate) fn init_main(p: &Prepared) -> ! {
     sys::umount_detach(&s.dot).or_fail(p, 13);
     sys::chdir(&s.root).or_fail(p, 13);
 
+    // Emptied once here, inherited by the agent: the bounding set only limits what exec can grant, so the
+    // init keeps the effective capabilities it still needs (CAP_SETPCAP for the agent's securebits,
+    // CAP_SETUID for --user) until each process clears them.
+    drop_capability_bounding_set(p.cap_last);
     let agent = sys::fork().or_fail(p, 14);
     let Some(agent_pid) = agent else {
         agent_main(p)
@@ -221,7 +225,6 @@ pub(crate) fn init_main(p: &Prepared) -> ! {
         sys::close(fd);
     }
     let _ = sys::prctl(libc::PR_SET_DUMPABLE, 0);
-    drop_capability_bounding_set(p.cap_last);
     let _ = sys::clear_capabilities();
     loop {
         match sys::waitpid(-1, 0) {
@@ -452,11 +455,10 @@ fn agent_main(p: &Prepared) -> ! {
             p_err(16, &e);
         }
     }
-    // Root keeps no capability across exec: lock the securebits first (needs CAP_SETPCAP), then empty the
-    // bounding set, then (optionally) switch user, then clear what is left.
+    // Root keeps no capability across exec: the bounding set is already empty (the init emptied it); lock
+    // the securebits (needs CAP_SETPCAP), then (optionally) switch user, then clear what is left.
     let securebits = 0x2f; // NOROOT | NOROOT_LOCKED | NO_SETUID_FIXUP | NO_SETUID_FIXUP_LOCKED | KEEP_CAPS_LOCKED
     let _ = sys::prctl(libc::PR_SET_SECUREBITS, securebits);
-    drop_capability_bounding_set(p.cap_last);
     let _ = sys::prctl(
         libc::PR_CAP_AMBIENT,
         libc::PR_CAP_AMBIENT_CLEAR_ALL as libc::c_ulong,

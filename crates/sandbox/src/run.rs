@@ -25,6 +25,10 @@ pub(crate) fn landlock_abi() -> i32 {
 }
 
 /// A fresh, unguessable path for a run's private temp dir. It exists only inside that run's sandbox.
+///
+/// It lives under its own top-level directory rather than `/tmp`: the sandbox mirrors every host entry
+/// beside a granted path as an inaccessible stub, so a temp dir under `/tmp` would cost one stub per entry
+/// of the host's `/tmp`, where this way `/tmp` is a single stub (and still refuses with a permission error).
 pub fn new_temp_dir_path() -> PathBuf {
     let mut random = [0u8; 8];
     if let Ok(mut f) = std::fs::File::open("/dev/urandom") {
@@ -36,7 +40,7 @@ pub fn new_temp_dir_path() -> PathBuf {
         .unwrap_or(0);
     let hex: String = random.iter().map(|b| format!("{b:02x}")).collect();
     PathBuf::from(format!(
-        "/tmp/stockade-{}-{nanos:08x}{hex}",
+        "/stockade-tmp/run-{}-{nanos:08x}{hex}",
         std::process::id()
     ))
 }

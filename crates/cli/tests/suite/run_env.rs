@@ -18,8 +18,8 @@ both_users! {
             .stdout_has("GREETING=hello\n")
             .stdout_has("API_KEY=from-file\n")
             .stdout_has("PASSED=yes\n")
-            .stdout_has("TEMP_DIR=/tmp/stockade-")
-            .stdout_has("TMPDIR=/tmp/stockade-")
+            .stdout_has("TEMP_DIR=/stockade-tmp/run-")
+            .stdout_has("TMPDIR=/stockade-tmp/run-")
             .stdout_lacks("PARENT_SECRET")
             .stdout_lacks("leak-me");
         for line in out.stdout.lines() {
