@@ -11,11 +11,15 @@ stockade=$PWD/target/release/stockade
 # would mirror as an inaccessible stub because the workspace's parent directories are part of its root).
 work=$(mktemp -d "$PWD/target/launch-work.XXXXXX")
 trap 'rm -rf "$work"' EXIT
-cd "$work"
-cmds=("/bin/true" "$stockade run -- /bin/true")
-names=("bare /bin/true" "stockade run (workspace-write)")
+# A second workspace that already has the entries the default profile keeps read-only, as most projects
+# do, so stockade binds them instead of creating (and removing) placeholder directories on the host.
+mkdir -p "$work/empty" "$work/project/.claude" "$work/project/.vscode" "$work/project/.idea"
+git -C "$work/project" init -q
+cd "$work/empty"
+cmds=("/bin/true" "$stockade run -- /bin/true" "sh -c 'cd $work/project && exec $stockade run -- /bin/true'")
+names=("bare /bin/true" "stockade run, empty workspace" "sh + stockade run, git project with .claude/.vscode/.idea")
 if command -v bwrap >/dev/null; then
-  cmds+=("bwrap --ro-bind / / --dev /dev --bind $work $work --unshare-all --die-with-parent -- /bin/true")
+  cmds+=("bwrap --ro-bind / / --dev /dev --bind $work/empty $work/empty --unshare-all --die-with-parent -- /bin/true")
   names+=("bwrap --unshare-all")
 fi
 if command -v firejail >/dev/null; then
