@@ -27,6 +27,11 @@ pub(crate) enum Command {
     Explain(ExplainArgs),
     /// Show refusals from the audit log, newest first.
     Audit(AuditArgs),
+    /// Agent-tool hooks (what Claude Code runs before each tool call).
+    Hook {
+        #[command(subcommand)]
+        target: HookTarget,
+    },
     /// Print a JSON Schema.
     Schema {
         /// Which schema.
@@ -38,6 +43,22 @@ pub(crate) enum Command {
         #[command(subcommand)]
         action: ProfileAction,
     },
+}
+
+#[derive(Debug, Subcommand)]
+pub(crate) enum HookTarget {
+    /// Claude Code's PreToolUse and PermissionRequest hook: hook JSON on stdin, the answer on stdout;
+    /// exits 0 (allow, ask) or 2 (deny, and any failure to judge).
+    Claude(HookArgs),
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct HookArgs {
+    #[command(flatten)]
+    pub(crate) policy: PolicyArgs,
+    /// Explain the decision for a human instead of answering Claude Code.
+    #[arg(long)]
+    pub(crate) explain: bool,
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]

@@ -3,6 +3,7 @@
 mod args;
 mod audit_cmd;
 mod explain;
+mod hook;
 mod output;
 mod policy_args;
 mod run;
@@ -11,7 +12,7 @@ use std::process::ExitCode;
 
 use clap::Parser;
 
-use args::{Cli, Command, ProfileAction, SchemaKind};
+use args::{Cli, Command, HookTarget, ProfileAction, SchemaKind};
 
 /// How stockade ends (DESIGN.md, "Command line"; the README lists every code).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -49,6 +50,7 @@ impl From<ExitStatus> for ExitCode {
 fn main() -> ExitCode {
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
+        Err(e) if hook::is_hook_invocation() => return hook::usage_failure(&e.to_string()),
         Err(e) => {
             let _ = e.print();
             return if e.use_stderr() {
@@ -62,6 +64,9 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Run(args) => run::run(args, cli.json, &audit),
         Command::Explain(args) => explain::explain(args, cli.json),
+        Command::Hook {
+            target: HookTarget::Claude(args),
+        } => Ok(hook::claude(args, &audit)),
         Command::Audit(args) => audit_cmd::audit(args, cli.json, &audit),
         Command::Schema {
             which: SchemaKind::Policy,

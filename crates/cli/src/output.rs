@@ -30,3 +30,9 @@ pub(crate) fn message(text: &str) {
     let mut stderr = std::io::stderr().lock();
     let _ = writeln!(stderr, "stockade: {text}");
 }
+
+/// Writes text to stderr as is (wire formats that must not be prefixed).
+pub(crate) fn raw_err(text: &str) {
+    let mut stderr = std::io::stderr().lock();
+    let _ = stderr.write_all(text.as_bytes());
+}

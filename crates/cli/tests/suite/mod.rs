@@ -1,4 +1,5 @@
 mod audit_explain;
+mod hook;
 mod run_env;
 mod run_fs;
 mod run_limits;

@@ -1,0 +1,385 @@
+//! From one tool call to a verdict: which paths it touches, and what the policy says about each.
+
+use std::path::{Path, PathBuf};
+
+use serde_json::Value;
+use stockade_policy::{
+    AbsPath, Access, CanonicalPath, Decision, Denial, OnUnknowable, ResolvedPolicy, ToolDecision,
+};
+
+use crate::input::HookInput;
+
+/// Argument names that carry paths in tools the hook does not know by name (MCP tools and new tools).
+pub const PATH_KEYS: &[&str] = &[
+    "path",
+    "paths",
+    "file_path",
+    "filePath",
+    "file",
+    "filename",
+    "notebook_path",
+    "directory",
+    "dir",
+    "root",
+    "source",
+    "destination",
+    "target",
+];
+
+/// Words in a tool's name that mean it changes files (for tools judged through [`PATH_KEYS`]).
+const WRITING_WORDS: &[&str] = &[
+    "write", "edit", "create", "move", "rename", "delete", "remove", "mkdir", "put", "save",
+];
+
+/// Characters that make a Bash command more than plain words.
+const SHELL_SPECIAL: &[char] = &[
+    ';', '&', '|', '`', '$', '(', ')', '<', '>', '\n', '\r', '*', '?', '[', ']', '{', '}', '\\',
+    '\'', '"', '~', '#', '=',
+];
+
+/// One path a tool call would touch, and the policy's answer for it.
+#[derive(Debug, Clone)]
+pub struct Touch {
+    /// The argument it came from (`file_path`, `pattern`, ...).
+    pub field: String,
+    /// As the agent wrote it.
+    pub written: String,
+    /// Where it leads.
+    pub path: CanonicalPath,
+    /// What the tool would do with it.
+    pub access: Access,
+    /// The policy's answer.
+    pub decision: Decision,
+}
+
+/// The answer for the call.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Verdict {
+    /// Let it run without a prompt.
+    Allow {
+        /// Why.
+        reason: String,
+    },
+    /// Block it.
+    Deny {
+        /// Why, naming the path and the rule.
+        reason: String,
+    },
+    /// Let the user decide.
+    Ask {
+        /// Why.
+        reason: String,
+    },
+}
+
+impl Verdict {
+    /// The reason.
+    pub fn reason(&self) -> &str {
+        match self {
+            Verdict::Allow { reason } | Verdict::Deny { reason } | Verdict::Ask { reason } => {
+                reason
+            }
+        }
+    }
+}
+
+/// The verdict and how it was reached.
+#[derive(Debug, Clone)]
+pub struct Judgement {
+    /// The tool, as named in the input.
+    pub tool: String,
+    /// The answer.
+    pub verdict: Verdict,
+    /// Every path judged.
+    pub touches: Vec<Touch>,
+    /// The refusal that decided a deny, when a path decided it.
+    pub denial: Option<Denial>,
+}
+
+fn deny(tool: &str, reason: impl Into<String>) -> Judgement {
+    Judgement {
+        tool: tool.to_string(),
+        verdict: Verdict::Deny {
+            reason: reason.into(),
+        },
+        touches: Vec::new(),
+        denial: None,
+    }
+}
+
+/// Judges one call. Order: the tool rules (`tools.deny`, `tools.allow`, `tools.default`), then every path
+/// the call names; the first refused path decides a deny. Nothing judged, nothing allowed: a call whose
+/// paths cannot be known is refused.
+pub fn judge(policy: &ResolvedPolicy, input: &HookInput) -> Judgement {
+    let Some(tool) = input.tool_name.as_deref().filter(|t| !t.is_empty()) else {
+        return deny(
+            "",
+            "the hook input has no tool_name; refusing what cannot be judged",
+        );
+    };
+    match policy.tools().decide(tool) {
+        ToolDecision::Deny(rule) => {
+            let why = rule.map_or_else(
+                || "tools.default = \"deny\"".to_string(),
+                |r| format!("tools.deny entry '{r}'"),
+            );
+            return deny(
+                tool,
+                format!(
+                    "tool '{tool}' is denied by {why} of profile '{}'",
+                    policy.profile()
+                ),
+            );
+        }
+        ToolDecision::Ask => {
+            return Judgement {
+                tool: tool.to_string(),
+                verdict: Verdict::Ask {
+                    reason: format!("tool '{tool}' is in no list and tools.default = \"ask\""),
+                },
+                touches: Vec::new(),
+                denial: None,
+            };
+        }
+        ToolDecision::Allow(_) => {}
+        _ => return deny(tool, "unknown tool decision"),
+    }
+    let Some(args) = input.tool_input.as_ref() else {
+        return deny(
+            tool,
+            format!("the call to '{tool}' has no tool_input; refusing what cannot be judged"),
+        );
+    };
+    let requests = match requests_for(tool, args, policy) {
+        Ok(r) => r,
+        Err(verdict) => {
+            return Judgement {
+                tool: tool.to_string(),
+                verdict,
+                touches: Vec::new(),
+                denial: None,
+            };
+        }
+    };
+    let cwd = input.cwd.as_deref().filter(|c| c.starts_with('/'));
+    let mut touches = Vec::new();
+    for (field, written, access) in requests {
+        if written.contains('\0') {
+            return deny(tool, format!("{field} contains a NUL byte"));
+        }
+        let base = match (Path::new(&written).is_absolute(), cwd) {
+            (true, _) => Path::new("/"),
+            (false, Some(c)) => Path::new(c),
+            (false, None) => {
+                return deny(
+                    tool,
+                    format!(
+                        "{field} '{written}' is relative and the input has no absolute cwd to resolve it against"
+                    ),
+                );
+            }
+        };
+        let resolved = AbsPath::new(Path::new(&written), base).and_then(|a| a.canonicalize());
+        let path = match resolved {
+            Ok(p) => p,
+            Err(e) => return deny(tool, format!("{field} '{written}' cannot be resolved: {e}")),
+        };
+        let decision = policy.decide(&path, access);
+        let Some(d) = policy.denial(&path, access, decision) else {
+            touches.push(Touch {
+                field,
+                written,
+                path,
+                access,
+                decision,
+            });
+            continue;
+        };
+        let reason = format!("{tool} {field} '{written}': {d}");
+        touches.push(Touch {
+            field,
+            written,
+            path,
+            access,
+            decision,
+        });
+        return Judgement {
+            tool: tool.to_string(),
+            verdict: Verdict::Deny { reason },
+            touches,
+            denial: Some(d),
+        };
+    }
+    let reason = match touches.len() {
+        0 => format!("tool '{tool}' is allowed by profile '{}'", policy.profile()),
+        n => format!(
+            "all {n} path(s) of this {tool} call are within profile '{}'",
+            policy.profile()
+        ),
+    };
+    Judgement {
+        tool: tool.to_string(),
+        verdict: Verdict::Allow { reason },
+        touches,
+        denial: None,
+    }
+}
+
+type Request = (String, String, Access);
+
+/// The paths a call names, by tool. `Err` is a verdict reached without paths (Bash, malformed input).
+fn requests_for(
+    tool: &str,
+    args: &Value,
+    policy: &ResolvedPolicy,
+) -> Result<Vec<Request>, Verdict> {
+    let field = |name: &str| args.get(name).and_then(Value::as_str).map(str::to_string);
+    let required = |name: &str, access: Access| -> Result<Vec<Request>, Verdict> {
+        match field(name) {
+            Some(p) if !p.is_empty() => Ok(vec![(name.to_string(), p, access)]),
+            _ => Err(Verdict::Deny {
+                reason: format!("{tool} call without a {name}; refusing what cannot be judged"),
+            }),
+        }
+    };
+    // A missing or empty `path` means the call's working directory.
+    let dir_or_cwd = |name: &str| -> Request {
+        (
+            name.to_string(),
+            field(name)
+                .filter(|p| !p.is_empty())
+                .unwrap_or_else(|| ".".to_string()),
+            Access::Read,
+        )
+    };
+    match tool {
+        "Read" => required("file_path", Access::Read),
+        "NotebookRead" => required("notebook_path", Access::Read),
+        "Write" | "Edit" | "MultiEdit" => required("file_path", Access::Write),
+        "NotebookEdit" => required("notebook_path", Access::Write),
+        "LS" => Ok(vec![dir_or_cwd("path")]),
+        "Glob" => {
+            let base = dir_or_cwd("path");
+            let mut out = vec![base.clone()];
+            if let Some(pattern) = field("pattern") {
+                out.push((
+                    "pattern".to_string(),
+                    join_literal_prefix(&base.1, &pattern),
+                    Access::Read,
+                ));
+            }
+            Ok(out)
+        }
+        "Grep" => {
+            let base = dir_or_cwd("path");
+            let mut out = vec![base.clone()];
+            if let Some(glob) = field("glob") {
+                out.push((
+                    "glob".to_string(),
+                    join_literal_prefix(&base.1, &glob),
+                    Access::Read,
+                ));
+            }
+            Ok(out)
+        }
+        "Bash" => bash(args, policy).map(|()| Vec::new()),
+        "WebFetch" | "WebSearch" | "TodoWrite" | "Task" | "ExitPlanMode" | "AskUserQuestion"
+        | "BashOutput" | "KillShell" => Ok(Vec::new()),
+        _ => Ok(path_keys(tool, args)),
+    }
+}
+
+/// A glob's fixed leading part, joined to its base: `../../etc/*.conf` under `/w` is judged at `/etc`
+/// (after resolution), `/etc/**` at `/etc`, `src/**/*.rs` at `<base>/src`.
+fn join_literal_prefix(base: &str, pattern: &str) -> String {
+    let mut prefix = PathBuf::new();
+    if pattern.starts_with('/') {
+        prefix.push("/");
+    }
+    for part in pattern.split('/').filter(|p| !p.is_empty()) {
+        if part.contains(['*', '?', '[', '{']) {
+            break;
+        }
+        prefix.push(part);
+    }
+    let joined = match (prefix.is_absolute(), prefix.as_os_str().is_empty()) {
+        (true, _) => prefix,
+        (false, true) => PathBuf::from(base),
+        (false, false) => Path::new(base).join(prefix),
+    };
+    joined.to_string_lossy().into_owned()
+}
+
+/// Bash: not parsed yet. A command that is exactly an allowed command followed by plain words passes;
+/// everything else gets `hook.on-unknowable`.
+fn bash(args: &Value, policy: &ResolvedPolicy) -> Result<(), Verdict> {
+    let command = args
+        .get("command")
+        .and_then(Value::as_str)
+        .unwrap_or("")
+        .trim();
+    let first = command.split_whitespace().next().unwrap_or("");
+    let plain = !command.contains(SHELL_SPECIAL);
+    if plain && !first.is_empty() && policy.commands_allow().iter().any(|c| c == first) {
+        return Err(Verdict::Allow {
+            reason: format!("'{first}' is in commands.allow and the command is plain words"),
+        });
+    }
+    let reason = "Bash commands are not parsed by this version of the stockade hook, so the paths this one \
+                  touches cannot be judged; run it under `stockade run` (the kernel enforces the same policy) or \
+                  list its command in commands.allow"
+        .to_string();
+    match policy.on_unknowable() {
+        OnUnknowable::Ask => Err(Verdict::Ask { reason }),
+        OnUnknowable::Deny | _ => Err(Verdict::Deny { reason }),
+    }
+}
+
+/// Arguments named like paths, at the top level of the call (strings, or arrays of strings).
+fn path_keys(tool: &str, args: &Value) -> Vec<Request> {
+    let lower = tool.to_ascii_lowercase();
+    let access = if WRITING_WORDS.iter().any(|w| lower.contains(w)) {
+        Access::Write
+    } else {
+        Access::Read
+    };
+    let Some(map) = args.as_object() else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    for key in PATH_KEYS {
+        match map.get(*key) {
+            Some(Value::String(s)) if !s.is_empty() => {
+                out.push(((*key).to_string(), s.clone(), access))
+            }
+            Some(Value::Array(items)) => {
+                for s in items
+                    .iter()
+                    .filter_map(Value::as_str)
+                    .filter(|s| !s.is_empty())
+                {
+                    out.push(((*key).to_string(), s.to_string(), access));
+                }
+            }
+            _ => {}
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn glob_prefixes() {
+        assert_eq!(join_literal_prefix("/w", "src/**/*.rs"), "/w/src");
+        assert_eq!(
+            join_literal_prefix("/w", "../../etc/*.conf"),
+            "/w/../../etc"
+        );
+        assert_eq!(join_literal_prefix("/w", "/etc/**"), "/etc");
+        assert_eq!(join_literal_prefix("/w", "**/*.ts"), "/w");
+    }
+}
