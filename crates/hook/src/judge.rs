@@ -7,6 +7,7 @@ use stockade_policy::{
     AbsPath, Access, CanonicalPath, Decision, Denial, OnUnknowable, ResolvedPolicy, ToolDecision,
 };
 
+use crate::bash::BashAnalysis;
 use crate::input::HookInput;
 
 /// Argument names that carry paths in tools the hook does not know by name (MCP tools and new tools).
@@ -29,12 +30,6 @@ pub const PATH_KEYS: &[&str] = &[
 /// Words in a tool's name that mean it changes files (for tools judged through [`PATH_KEYS`]).
 const WRITING_WORDS: &[&str] = &[
     "write", "edit", "create", "move", "rename", "delete", "remove", "mkdir", "put", "save",
-];
-
-/// Characters that make a Bash command more than plain words.
-const SHELL_SPECIAL: &[char] = &[
-    ';', '&', '|', '`', '$', '(', ')', '<', '>', '\n', '\r', '*', '?', '[', ']', '{', '}', '\\',
-    '\'', '"', '~', '#', '=',
 ];
 
 /// One path a tool call would touch, and the policy's answer for it.
@@ -151,7 +146,8 @@ pub fn judge(policy: &ResolvedPolicy, input: &HookInput) -> Judgement {
             format!("the call to '{tool}' has no tool_input; refusing what cannot be judged"),
         );
     };
-    let requests = match requests_for(tool, args, policy) {
+    let cwd = input.cwd.as_deref().filter(|c| c.starts_with('/'));
+    let requests = match requests_for(tool, args, policy, cwd) {
         Ok(r) => r,
         Err(verdict) => {
             return Judgement {
@@ -162,7 +158,6 @@ pub fn judge(policy: &ResolvedPolicy, input: &HookInput) -> Judgement {
             };
         }
     };
-    let cwd = input.cwd.as_deref().filter(|c| c.starts_with('/'));
     let mut touches = Vec::new();
     for (field, written, access) in requests {
         if written.contains('\0') {
@@ -233,6 +228,7 @@ fn requests_for(
     tool: &str,
     args: &Value,
     policy: &ResolvedPolicy,
+    cwd: Option<&str>,
 ) -> Result<Vec<Request>, Verdict> {
     let field = |name: &str| args.get(name).and_then(Value::as_str).map(str::to_string);
     let required = |name: &str, access: Access| -> Result<Vec<Request>, Verdict> {
@@ -283,7 +279,7 @@ fn requests_for(
             }
             Ok(out)
         }
-        "Bash" => bash(args, policy).map(|()| Vec::new()),
+        "Bash" => bash(args, policy, cwd),
         "WebFetch" | "WebSearch" | "TodoWrite" | "Task" | "ExitPlanMode" | "AskUserQuestion"
         | "BashOutput" | "KillShell" => Ok(Vec::new()),
         _ => Ok(path_keys(tool, args)),
@@ -311,28 +307,27 @@ fn join_literal_prefix(base: &str, pattern: &str) -> String {
     joined.to_string_lossy().into_owned()
 }
 
-/// Bash: not parsed yet. A command that is exactly an allowed command followed by plain words passes;
-/// everything else gets `hook.on-unknowable`.
-fn bash(args: &Value, policy: &ResolvedPolicy) -> Result<(), Verdict> {
-    let command = args
-        .get("command")
-        .and_then(Value::as_str)
-        .unwrap_or("")
-        .trim();
-    let first = command.split_whitespace().next().unwrap_or("");
-    let plain = !command.contains(SHELL_SPECIAL);
-    if plain && !first.is_empty() && policy.commands_allow().iter().any(|c| c == first) {
-        return Err(Verdict::Allow {
-            reason: format!("'{first}' is in commands.allow and the command is plain words"),
+/// Bash: the paths the parsed command names, or the policy's `hook.on-unknowable` answer when something in
+/// it decides at run time what is touched.
+fn bash(args: &Value, policy: &ResolvedPolicy, cwd: Option<&str>) -> Result<Vec<Request>, Verdict> {
+    let Some(command) = args.get("command").and_then(Value::as_str) else {
+        return Err(Verdict::Deny {
+            reason: "Bash call without a command; refusing what cannot be judged".into(),
         });
-    }
-    let reason = "Bash commands are not parsed by this version of the stockade hook, so the paths this one \
-                  touches cannot be judged; run it under `stockade run` (the kernel enforces the same policy) or \
-                  list its command in commands.allow"
-        .to_string();
-    match policy.on_unknowable() {
-        OnUnknowable::Ask => Err(Verdict::Ask { reason }),
-        OnUnknowable::Deny | _ => Err(Verdict::Deny { reason }),
+    };
+    let home = policy.variables().get("HOME").unwrap_or("/nonexistent");
+    match crate::bash::analyze(command, cwd, home, policy.commands_allow()) {
+        BashAnalysis::Paths(paths) => Ok(paths),
+        BashAnalysis::Unknowable(why) => {
+            let reason = format!(
+                "this Bash command cannot be judged before it runs: {why}. Rewrite it with literal paths, run it \
+                 under `stockade run` (the kernel enforces the same policy), or set hook.on-unknowable = \"ask\""
+            );
+            match policy.on_unknowable() {
+                OnUnknowable::Ask => Err(Verdict::Ask { reason }),
+                OnUnknowable::Deny | _ => Err(Verdict::Deny { reason }),
+            }
+        }
     }
 }
 

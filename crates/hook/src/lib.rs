@@ -38,12 +38,16 @@
 //!
 //! # Limitations
 //!
-//! Bash commands are not parsed yet: every Bash call gets the policy's `hook.on-unknowable` answer (deny by
-//! default) unless its whole command is listed in `commands.allow`. MCP tools are judged on the arguments
+//! Bash is parsed with brush-parser and every word that may name a path is judged (see the `bash` module
+//! for which words, and which are writes); what only the run decides (substitutions, variables beyond
+//! `$HOME` and `$PWD`, `eval`) gets the policy's `hook.on-unknowable` answer, deny by default. Which
+//! arguments a program treats as paths is a heuristic: an argument is judged as a path whether or not
+//! the program opens it, so the hook can refuse more than the kernel would, never less. MCP tools are judged on the arguments
 //! whose names say they are paths ([`PATH_KEYS`]), as writes when the tool's name says it changes things.
 
 #![deny(clippy::wildcard_enum_match_arm, clippy::indexing_slicing)]
 
+mod bash;
 mod input;
 mod judge;
 mod render;

@@ -354,34 +354,122 @@ fn fails_closed_on_every_kind_of_bad_input() {
     assert_eq!(out.code, 2, "{out:?}");
 }
 
-#[test]
-fn bash_is_refused_as_unknowable_except_plain_allowed_commands() {
-    let r = Repo::new();
-    allowed(&r.call(
+/// What the hook answers for one Bash command, run from agent a1's worktree.
+fn bash(r: &Repo, command: &str) -> (String, String) {
+    let out = r.call(
         "PreToolUse",
         "Bash",
-        serde_json::json!({"command": "ib status a1"}),
-    ));
-    denied(
-        &r.call(
-            "PreToolUse",
-            "Bash",
-            serde_json::json!({"command": "ib status; cat /etc/passwd"}),
+        serde_json::json!({"command": command, "description": "test"}),
+    );
+    let d = decision(&out);
+    assert_eq!(out.code, if d == "deny" { 2 } else { 0 }, "{out:?}");
+    let v: serde_json::Value = serde_json::from_str(out.stdout.trim()).unwrap();
+    (
+        d,
+        v["hookSpecificOutput"]["permissionDecisionReason"]
+            .as_str()
+            .unwrap_or("")
+            .to_string(),
+    )
+}
+
+#[test]
+fn bash_commands_are_parsed_and_every_path_judged() {
+    let r = Repo::new();
+    std::fs::create_dir_all(r.d.path("work/.ittybitty/agents/a1/worktree/build")).unwrap();
+    // (command, expected): "allow", "deny" (a path is refused), "unknowable" (refused as unknowable).
+    let cases: &[(&str, &str)] = &[
+        ("ls -la src", "allow"),
+        ("cat src/lib.rs | grep a1 > out.txt", "allow"),
+        ("ib status a1", "allow"),
+        ("ib log a1 && ls", "allow"),
+        ("mkdir -p build && touch build/x", "allow"),
+        ("echo done >> ../../../logs/a1.log", "allow"),
+        ("cd src && cat lib.rs", "allow"),
+        ("git status", "allow"),
+        ("for i in 1 2 3; do echo hi; done", "allow"),
+        ("cat <<EOF > notes.md\nhello\nEOF", "allow"),
+        ("cat <<'EOF'\n$(cat /etc/hostname)\nEOF", "allow"),
+        ("bash -c 'ls src'", "allow"),
+        ("if [ -f src/lib.rs ]; then cat src/lib.rs; fi", "allow"),
+        ("[[ -f src/lib.rs ]] && echo yes", "allow"),
+        ("ls > /dev/null 2>&1", "allow"),
+        ("python3 -c 'print(1)'", "allow"),
+        ("cp src/lib.rs src/copy.rs", "allow"),
+        ("touch ..foo", "allow"),
+        ("(cd src; ls) && ls build", "allow"),
+        ("cat /etc/passwd", "deny"),
+        ("cat ../../../../src/main.rs", "deny"),
+        ("ls ../../a2/worktree", "deny"),
+        ("cat ../../a10/worktree/src/lib.rs", "deny"),
+        ("echo x > /tmp/x", "deny"),
+        ("cd ../../a2 && cat worktree/src/lib.rs", "deny"),
+        ("cd ../.. && cat a2/worktree/src/lib.rs", "deny"),
+        ("cd src && cat ../../../a2/worktree/src/lib.rs", "deny"),
+        ("bash -c \"cat ../../a2/worktree/src/lib.rs\"", "deny"),
+        ("sh -c 'sh -c \"cat /etc/hosts\"'", "deny"),
+        ("ln -s ../../a2/worktree peek", "deny"),
+        ("ib status; cat /etc/hostname", "deny"),
+        ("python3 -c \"print(open('/etc/hostname').read())\"", "deny"),
+        (
+            "node -e \"require('fs').readFileSync('../../a2/worktree/src/lib.rs')\"",
+            "deny",
         ),
-        "not parsed",
+        ("cat < /etc/hostname", "deny"),
+        ("source /etc/profile", "deny"),
+        ("rm -rf ../../../../src", "deny"),
+        ("mv src /tmp/stolen", "deny"),
+        ("tee /tmp/x < src/lib.rs", "deny"),
+        ("dd if=/etc/hostname of=out", "deny"),
+        ("grep -r secret --include=x /etc", "deny"),
+        ("cat /etc/*", "deny"),
+        ("FOO=/etc/hostname cat x", "deny"),
+        ("exec cat /etc/hostname", "deny"),
+        ("env X=1 cat /etc/hostname", "deny"),
+        ("cat $(echo /etc/hostname)", "unknowable"),
+        ("cat `echo x`", "unknowable"),
+        ("cat $SOME_VAR", "unknowable"),
+        ("eval 'cat /etc/hostname'", "unknowable"),
+        ("diff <(cat a) b", "unknowable"),
+        ("cd - && ls", "unknowable"),
+        ("cat <<EOF\n$(cat /etc/hostname)\nEOF", "unknowable"),
+        ("echo $((1 + $(cat /etc/x)))", "unknowable"),
+        ("find . -name x | xargs cat", "unknowable"),
+        ("cat \"unterminated", "unknowable"),
+    ];
+    let mut failures = Vec::new();
+    for (command, expected) in cases {
+        let (d, reason) = bash(&r, command);
+        let got = match d.as_str() {
+            "deny" if reason.contains("cannot be judged before it runs") => "unknowable",
+            other => other,
+        };
+        if got != *expected {
+            failures.push(format!(
+                "{command:?}: expected {expected}, got {got}: {reason}"
+            ));
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "{} of {} Bash cases wrong:\n{}",
+        failures.len(),
+        cases.len(),
+        failures.join("\n")
     );
-    denied(
-        &r.call("PreToolUse", "Bash", serde_json::json!({"command": "ls"})),
-        "not parsed",
-    );
-    denied(
-        &r.call(
-            "PreToolUse",
-            "Bash",
-            serde_json::json!({"command": "ib $(cat /etc/shadow)"}),
-        ),
-        "not parsed",
-    );
+    assert!(cases.len() >= 40);
+}
+
+#[test]
+fn unknowable_bash_asks_when_the_policy_says_so() {
+    let r = Repo::new();
+    let policy = r.d.path("agents.toml");
+    let text = std::fs::read_to_string(&policy).unwrap() + "hook.on-unknowable = \"ask\"\n";
+    std::fs::write(&policy, text).unwrap();
+    let (d, reason) = bash(&r, "cat $(echo x)");
+    assert_eq!(d, "ask", "{reason}");
+    let (d, _) = bash(&r, "cat /etc/passwd");
+    assert_eq!(d, "deny");
 }
 
 #[test]
