@@ -17,11 +17,32 @@ pub(crate) fn variables(args: &PolicyArgs) -> anyhow::Result<Variables> {
         .map(PathBuf::from)
         .unwrap_or_else(|| PathBuf::from("/"));
     vars.set_path("HOME", home);
-    if let Some(r) = &args.repo_root {
-        vars.set_path("REPO_ROOT", absolute(&cwd, r));
-    }
+    let mut repo_root = args.repo_root.as_ref().map(|r| absolute(&cwd, r));
     if let Some(w) = &args.worktree {
-        vars.set_path("WORKTREE", absolute(&cwd, w));
+        let worktree = absolute(&cwd, w);
+        // A linked worktree's `.git` is a file naming its git dir inside the main repository
+        // (`<repo>/.git/worktrees/<name>`), which is where `git commit` writes its index and HEAD.
+        let dot_git = worktree.join(".git");
+        if let Ok(text) = std::fs::read_to_string(&dot_git) {
+            let gitdir = text
+                .lines()
+                .find_map(|l| l.strip_prefix("gitdir:"))
+                .map(|g| absolute(&worktree, Path::new(g.trim())))
+                .with_context(|| format!("'{}' does not name a gitdir", dot_git.display()))?;
+            if repo_root.is_none() {
+                // <repo>/.git/worktrees/<name> -> <repo>
+                repo_root = gitdir
+                    .parent()
+                    .and_then(Path::parent)
+                    .and_then(Path::parent)
+                    .map(Path::to_path_buf);
+            }
+            vars.set_path("WORKTREE_GITDIR", gitdir);
+        }
+        vars.set_path("WORKTREE", worktree);
+    }
+    if let Some(r) = repo_root {
+        vars.set_path("REPO_ROOT", r);
     }
     Ok(vars)
 }

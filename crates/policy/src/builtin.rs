@@ -5,7 +5,13 @@
 //! default), `read-only` and `cross-project`.
 
 /// The names users may pick, in the order `--help` lists them.
-pub const BUILTIN_PROFILES: &[&str] = &["workspace-write", "read-only", "cross-project", "system"];
+pub const BUILTIN_PROFILES: &[&str] = &[
+    "workspace-write",
+    "read-only",
+    "cross-project",
+    "worktree",
+    "system",
+];
 
 /// The default profile when neither `--profile` nor a policy file picks one.
 pub const DEFAULT_PROFILE: &str = "workspace-write";
@@ -46,6 +52,21 @@ fs.read-only = [
 [profile.read-only]
 extends = "system"
 fs.read = ["${CWD}"]
+
+# Seed 003: one agent per linked git worktree under .ittybitty/agents/<id>/. Its worktree and .ittybitty (logs)
+# are writable, other agents' folders and the main repository's files are not; git commit still works,
+# because exactly what it writes in the main repository's .git is granted (objects, branch refs and their
+# logs, this worktree's own git dir). Needs --worktree (and --agent); --repo-root defaults to the main repo.
+[profile.worktree]
+extends = "system"
+base = "${REPO_ROOT}"
+fs.write = [
+  "${WORKTREE}", ".ittybitty", ".ittybitty/agents/${AGENT_ID}",
+  ".git/objects", ".git/refs/heads", ".git/logs/refs/heads", "${WORKTREE_GITDIR}",
+]
+fs.read = [".git"]
+fs.read-only = ["${WORKTREE}/.claude/", "${WORKTREE}/.mcp.json", "${WORKTREE}/.vscode/", "${WORKTREE}/.idea/"]
+fs.deny = ["${REPO_ROOT}", ".ittybitty/agents"]
 
 [profile.cross-project]
 extends = "system"

@@ -12,6 +12,7 @@ pub const KNOWN_VARIABLES: &[&str] = &[
     "AGENT_ID",
     "REPO_ROOT",
     "WORKTREE",
+    "WORKTREE_GITDIR",
     "PRIVATE_WORKSPACE",
     "RUN_WORKSPACE",
 ];

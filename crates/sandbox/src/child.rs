@@ -390,7 +390,8 @@ fn build_root(p: &Prepared) {
     for op in &p.ops {
         if let PreparedOp::MaskDir { dst } = op {
             sys::chmod(dst, 0o111).or_fail(p, 11);
-            sys::make_readonly_recursive(dst).or_fail(p, 11);
+            // Only the mask itself: grants mounted inside it (a deeper `write`) keep their own mode.
+            sys::make_readonly(dst).or_fail(p, 11);
         }
     }
     sys::mount(

@@ -96,6 +96,15 @@ const AT_RECURSIVE: c_int = 0x8000;
 
 /// Makes the mount at `path` and every mount beneath it read-only (`mount_setattr`, Linux 5.12).
 pub(crate) fn make_readonly_recursive(path: &CStr) -> io::Result<()> {
+    set_readonly(path, AT_RECURSIVE)
+}
+
+/// Makes only the mount at `path` read-only, not the mounts stacked beneath it.
+pub(crate) fn make_readonly(path: &CStr) -> io::Result<()> {
+    set_readonly(path, 0)
+}
+
+fn set_readonly(path: &CStr, flags: c_int) -> io::Result<()> {
     let attr = MountAttr {
         attr_set: MOUNT_ATTR_RDONLY,
         attr_clr: 0,
@@ -108,7 +117,7 @@ pub(crate) fn make_readonly_recursive(path: &CStr) -> io::Result<()> {
             libc::SYS_mount_setattr,
             libc::AT_FDCWD,
             path.as_ptr(),
-            AT_RECURSIVE as c_ulong,
+            flags as c_ulong,
             &attr as *const MountAttr,
             std::mem::size_of::<MountAttr>(),
         )

@@ -570,3 +570,160 @@ fn explain_says_why_for_a_human() {
     assert!(out.stdout.starts_with("DENY Read"), "{out:?}");
     assert!(out.stdout.contains("fix:"), "{out:?}");
 }
+
+/// Seed 003 with no policy file: the built-in `worktree` profile, parameterised by `--worktree` and
+/// `--agent`, used by the hook and by `stockade run` alike; `git commit` still works from the worktree.
+#[test]
+fn builtin_worktree_profile_isolates_agents_and_lets_them_commit() {
+    if !landlock_ready() {
+        return;
+    }
+    let d = TestDir::new(Who::Root);
+    d.write("work/README.md", "main repo\n")
+        .write("work/.ittybitty/logs/keep", "");
+    let git = |args: &[&str], dir: &std::path::Path| {
+        let st = std::process::Command::new("git")
+            .args(["-c", "user.name=t", "-c", "user.email=t@t"])
+            .args(args)
+            .current_dir(dir)
+            .stdout(Stdio::null())
+            .status()
+            .unwrap();
+        assert!(st.success(), "git {args:?}");
+    };
+    git(&["init", "-q", "-b", "main"], &d.work());
+    git(&["add", "README.md"], &d.work());
+    git(&["commit", "-qm", "init"], &d.work());
+    for a in ["a1", "a10"] {
+        std::fs::create_dir_all(d.path(&format!("work/.ittybitty/agents/{a}"))).unwrap();
+        git(
+            &[
+                "worktree",
+                "add",
+                "-q",
+                "-b",
+                &format!("agent-{a}"),
+                &format!(".ittybitty/agents/{a}/worktree"),
+            ],
+            &d.work(),
+        );
+    }
+    let wt = d.path("work/.ittybitty/agents/a1/worktree");
+    let script = r#"
+set -e
+cd "$WT"
+echo change > mine.txt && git add mine.txt && git -c user.name=a -c user.email=b commit -qm "agent commit" 2>/dev/null
+echo log >> ../../../logs/a1.log
+try() { if sh -c "$2" 2>/dev/null; then echo "ESCAPED $1"; else echo "held $1"; fi; }
+try main-write 'echo x >> ../../../../README.md'
+try main-read 'cat ../../../../README.md'
+try other-agent 'ls ../../a10/worktree'
+try other-prefix 'cat ../../a10/worktree/README.md'
+try tmp 'echo x > /tmp/stockade-escape'
+try hooks 'echo x > ../../../../.git/hooks/pre-commit'
+"#;
+    let out = d
+        .stockade([
+            "run",
+            "--profile",
+            "worktree",
+            "--agent",
+            "a1",
+            "--worktree",
+            wt.to_str().unwrap(),
+            "--env",
+            &format!("WT={}", wt.display()),
+            "--",
+            "sh",
+            "-c",
+            script,
+        ])
+        .run();
+    out.ok()
+        .stdout_lacks("ESCAPED hooks")
+        .stdout_lacks("ESCAPED main-write")
+        .stdout_lacks("ESCAPED main-read");
+    out.stdout_lacks("ESCAPED other-agent")
+        .stdout_lacks("ESCAPED other-prefix")
+        .stdout_lacks("ESCAPED tmp");
+    let log = std::process::Command::new("git")
+        .args(["log", "--oneline", "agent-a1"])
+        .current_dir(d.work())
+        .output()
+        .unwrap();
+    assert!(
+        String::from_utf8_lossy(&log.stdout).contains("agent commit"),
+        "the agent's commit did not land: {out:?} {log:?}"
+    );
+    assert_eq!(d.read("work/README.md").as_deref(), Some("main repo\n"));
+    assert_eq!(
+        d.read("work/.ittybitty/logs/a1.log").as_deref(),
+        Some("log\n")
+    );
+
+    // The hook asks the same profile.
+    let hook = |tool: &str, input: serde_json::Value| {
+        let json = serde_json::json!({"cwd": wt, "hook_event_name": "PreToolUse", "tool_name": tool, "tool_input": input});
+        let mut cmd = d
+            .stockade([
+                "hook",
+                "claude",
+                "--profile",
+                "worktree",
+                "--agent",
+                "a1",
+                "--worktree",
+                wt.to_str().unwrap(),
+            ])
+            .cmd;
+        cmd.stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        let mut child = cmd.spawn().unwrap();
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(json.to_string().as_bytes())
+            .unwrap();
+        let o = child.wait_with_output().unwrap();
+        Out {
+            code: o.status.code().unwrap(),
+            stdout: String::from_utf8_lossy(&o.stdout).into(),
+            stderr: String::from_utf8_lossy(&o.stderr).into(),
+        }
+    };
+    allowed(&hook(
+        "Write",
+        serde_json::json!({"file_path": "src/new.rs"}),
+    ));
+    allowed(&hook(
+        "Write",
+        serde_json::json!({"file_path": "../../../logs/a1.log"}),
+    ));
+    denied(
+        &hook(
+            "Read",
+            serde_json::json!({"file_path": "../../../../README.md"}),
+        ),
+        "README.md",
+    );
+    denied(
+        &hook(
+            "Read",
+            serde_json::json!({"file_path": "../../a10/worktree/README.md"}),
+        ),
+        "a10",
+    );
+    denied(
+        &hook("Write", serde_json::json!({"file_path": "/tmp/x"})),
+        "/tmp/x",
+    );
+    denied(
+        &hook(
+            "Bash",
+            serde_json::json!({"command": "cat ../../../../README.md"}),
+        ),
+        "README.md",
+    );
+}
