@@ -32,6 +32,11 @@ pub(crate) enum Command {
         #[command(subcommand)]
         target: HookTarget,
     },
+    /// Install stockade into an agent's configuration.
+    Install {
+        #[command(subcommand)]
+        target: InstallTarget,
+    },
     /// Print a JSON Schema.
     Schema {
         /// Which schema.
@@ -50,6 +55,26 @@ pub(crate) enum HookTarget {
     /// Claude Code's PreToolUse and PermissionRequest hook: hook JSON on stdin, the answer on stdout;
     /// exits 0 (allow, ask) or 2 (deny, and any failure to judge).
     Claude(HookArgs),
+}
+
+#[derive(Debug, Subcommand)]
+pub(crate) enum InstallTarget {
+    /// Write (or merge) the hook into a Claude Code settings file: matcher `*`, for PreToolUse and
+    /// PermissionRequest, as `'/abs/stockade' hook claude ... || exit 2` so that a missing binary, a crash or
+    /// a timeout still blocks.
+    Claude(InstallArgs),
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct InstallArgs {
+    #[command(flatten)]
+    pub(crate) policy: PolicyArgs,
+    /// The settings file (default: <worktree>/.claude/settings.json with --worktree, else ./.claude/settings.json).
+    #[arg(long, value_name = "FILE")]
+    pub(crate) settings: Option<std::path::PathBuf>,
+    /// Seconds Claude Code waits for the hook before giving up (which then blocks, through `|| exit 2`).
+    #[arg(long, value_name = "SECONDS", default_value_t = 10)]
+    pub(crate) hook_timeout: u32,
 }
 
 #[derive(Debug, Args)]

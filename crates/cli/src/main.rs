@@ -4,6 +4,7 @@ mod args;
 mod audit_cmd;
 mod explain;
 mod hook;
+mod install;
 mod output;
 mod policy_args;
 mod run;
@@ -12,7 +13,7 @@ use std::process::ExitCode;
 
 use clap::Parser;
 
-use args::{Cli, Command, HookTarget, ProfileAction, SchemaKind};
+use args::{Cli, Command, HookTarget, InstallTarget, ProfileAction, SchemaKind};
 
 /// How stockade ends (DESIGN.md, "Command line"; the README lists every code).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -67,6 +68,9 @@ fn main() -> ExitCode {
         Command::Hook {
             target: HookTarget::Claude(args),
         } => Ok(hook::claude(args, &audit)),
+        Command::Install {
+            target: InstallTarget::Claude(args),
+        } => install::claude(args, cli.json),
         Command::Audit(args) => audit_cmd::audit(args, cli.json, &audit),
         Command::Schema {
             which: SchemaKind::Policy,

@@ -727,3 +727,84 @@ try hooks 'echo x > ../../../../.git/hooks/pre-commit'
         "README.md",
     );
 }
+
+#[test]
+fn install_merges_idempotently_and_the_installed_command_fails_closed() {
+    let d = TestDir::new(Who::Root);
+    d.write(
+        "work/.claude/settings.json",
+        r#"{"model": "opus", "permissions": {"allow": ["Read"]}, "hooks": {"PreToolUse": [{"matcher": "Bash", "hooks": [{"type": "command", "command": "my-linter"}]}], "Stop": [{"hooks": []}]}}"#,
+    );
+    d.write("agent.toml", "[profile.agent]\nfs.write = [\"work\"]\n");
+    let policy = d.path("agent.toml");
+    let install = || {
+        d.stockade([
+            "install",
+            "claude",
+            "--agent",
+            "a1",
+            "--policy",
+            policy.to_str().unwrap(),
+        ])
+        .run()
+    };
+    install().ok().stdout_has("settings.json");
+    let first = d.read("work/.claude/settings.json").unwrap();
+    install().ok();
+    assert_eq!(
+        d.read("work/.claude/settings.json").unwrap(),
+        first,
+        "install is not idempotent"
+    );
+    let v: serde_json::Value = serde_json::from_str(&first).unwrap();
+    assert_eq!(v["model"], "opus");
+    assert_eq!(v["permissions"]["allow"][0], "Read");
+    assert_eq!(v["hooks"]["Stop"], serde_json::json!([{"hooks": []}]));
+    let pre = v["hooks"]["PreToolUse"].as_array().unwrap();
+    assert_eq!(pre.len(), 2, "{first}");
+    assert_eq!(pre[0]["hooks"][0]["command"], "my-linter");
+    for event in ["PreToolUse", "PermissionRequest"] {
+        let ours = v["hooks"][event].as_array().unwrap().last().unwrap();
+        assert_eq!(ours["matcher"], "*");
+        assert_eq!(ours["hooks"][0]["type"], "command");
+        assert_eq!(ours["hooks"][0]["timeout"], 10);
+        let cmd = ours["hooks"][0]["command"].as_str().unwrap();
+        assert!(
+            cmd.ends_with(" || exit 2") && cmd.contains("--policy") && cmd.contains("--agent 'a1'"),
+            "{cmd}"
+        );
+    }
+    // The installed command, as Claude Code runs it (through a shell, from the project).
+    let cmd = pre[1]["hooks"][0]["command"].as_str().unwrap().to_string();
+    let run = |command: &str, input: serde_json::Value| {
+        let mut sh = std::process::Command::new("sh");
+        sh.arg("-c")
+            .arg(command)
+            .current_dir(d.work())
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        let mut child = sh.spawn().unwrap();
+        // A shell that fails before reading (the missing binary) closes the pipe early.
+        let _ = child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(input.to_string().as_bytes());
+        child.wait_with_output().unwrap().status.code()
+    };
+    let inside = serde_json::json!({"cwd": d.work(), "tool_name": "Write", "tool_input": {"file_path": "x.txt"}});
+    let outside = serde_json::json!({"cwd": d.work(), "tool_name": "Write", "tool_input": {"file_path": "/etc/x"}});
+    assert_eq!(run(&cmd, inside.clone()), Some(0));
+    assert_eq!(run(&cmd, outside), Some(2));
+    // A missing binary (exit 127 from the shell) still blocks.
+    let missing = cmd.replacen("stockade'", "stockade-missing'", 1);
+    assert_eq!(run(&missing, inside), Some(2));
+    // A settings file that is not JSON is reported and left alone.
+    d.write("work/.claude/settings.json", "{not json");
+    install().code(125).stderr_has("not valid JSON");
+    assert_eq!(
+        d.read("work/.claude/settings.json").as_deref(),
+        Some("{not json")
+    );
+}

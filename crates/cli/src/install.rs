@@ -1,0 +1,180 @@
+//! `stockade install claude`: the seed's `build_agent_settings`, as a merge that loses nothing.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, bail};
+use serde_json::{Value, json};
+
+use crate::args::InstallArgs;
+use crate::{ExitStatus, output};
+
+/// The events the hook answers.
+const EVENTS: &[&str] = &["PreToolUse", "PermissionRequest"];
+
+pub(crate) fn claude(args: InstallArgs, json_out: bool) -> anyhow::Result<ExitStatus> {
+    let cwd = std::env::current_dir().context("cannot read the current directory")?;
+    let abs = |p: &Path| {
+        if p.is_absolute() {
+            p.to_path_buf()
+        } else {
+            cwd.join(p)
+        }
+    };
+    let settings = match (&args.settings, &args.policy.worktree) {
+        (Some(s), _) => abs(s),
+        (None, Some(w)) => abs(w).join(".claude/settings.json"),
+        (None, None) => cwd.join(".claude/settings.json"),
+    };
+    // The hook must find the same policy wherever Claude Code runs it: check that it resolves now, and
+    // pass every path absolute.
+    let vars = crate::policy_args::variables(&args.policy)?;
+    crate::policy_args::builder(&args.policy, vars)
+        .build()
+        .context("the policy the hook would use does not resolve")?;
+    let command = hook_command(&args, &abs)?;
+
+    let mut doc: Value = match std::fs::read_to_string(&settings) {
+        Ok(text) if text.trim().is_empty() => json!({}),
+        Ok(text) => serde_json::from_str(&text).with_context(|| {
+            format!(
+                "'{}' is not valid JSON; fix or move it first",
+                settings.display()
+            )
+        })?,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => json!({}),
+        Err(e) => return Err(e).with_context(|| format!("cannot read '{}'", settings.display())),
+    };
+    merge(&mut doc, &command, args.hook_timeout)
+        .with_context(|| format!("cannot merge into '{}'", settings.display()))?;
+    write_atomically(&settings, &doc)?;
+    if json_out {
+        output::json(&json!({"settings": settings, "command": command, "events": EVENTS}));
+    } else {
+        output::out(&format!(
+            "installed the stockade hook in {}\n  {command}",
+            settings.display()
+        ));
+    }
+    Ok(ExitStatus::Success)
+}
+
+/// `'/abs/stockade' hook claude --agent 'a1' --policy '/abs/p.toml' ... || exit 2`.
+fn hook_command(args: &InstallArgs, abs: &dyn Fn(&Path) -> PathBuf) -> anyhow::Result<String> {
+    let exe = std::env::current_exe().context("cannot find stockade's own path")?;
+    let mut parts = vec![
+        quote(&exe.to_string_lossy()),
+        "hook".into(),
+        "claude".into(),
+    ];
+    let p = &args.policy;
+    let mut flag = |name: &str, value: String| {
+        parts.push(name.to_string());
+        parts.push(quote(&value));
+    };
+    if let Some(a) = &p.agent {
+        flag("--agent", a.clone());
+    }
+    if let Some(f) = &p.policy {
+        flag("--policy", abs(f).to_string_lossy().into_owned());
+    }
+    if let Some(n) = &p.profile {
+        flag("--profile", n.clone());
+    }
+    if let Some(r) = &p.repo_root {
+        flag("--repo-root", abs(r).to_string_lossy().into_owned());
+    }
+    if let Some(w) = &p.worktree {
+        flag("--worktree", abs(w).to_string_lossy().into_owned());
+    }
+    for (list, name) in [
+        (&p.rw, "--rw"),
+        (&p.ro, "--ro"),
+        (&p.read_only, "--read-only"),
+        (&p.deny, "--deny"),
+    ] {
+        for v in list {
+            let v = if v.contains(['*', '?', '[', '{']) || v.starts_with('/') || v.starts_with('~')
+            {
+                v.clone()
+            } else {
+                abs(Path::new(v)).to_string_lossy().into_owned()
+            };
+            flag(name, v);
+        }
+    }
+    Ok(format!("{} || exit 2", parts.join(" ")))
+}
+
+/// POSIX single quotes: safe for any byte but NUL.
+fn quote(s: &str) -> String {
+    format!("'{}'", s.replace('\'', r"'\''"))
+}
+
+/// Whether a hook entry is one stockade installed (so a new install replaces it instead of adding).
+fn is_ours(entry: &Value) -> bool {
+    entry["hooks"].as_array().is_some_and(|hooks| {
+        hooks.iter().any(|h| {
+            h["command"]
+                .as_str()
+                .is_some_and(|c| c.contains("stockade") && c.contains("' hook claude"))
+        })
+    })
+}
+
+/// Adds the hook for every event, replacing an earlier stockade entry and keeping everything else.
+fn merge(doc: &mut Value, command: &str, timeout: u32) -> anyhow::Result<()> {
+    let Some(root) = doc.as_object_mut() else {
+        bail!("the settings file is not a JSON object")
+    };
+    let hooks = root.entry("hooks").or_insert_with(|| json!({}));
+    let Some(hooks) = hooks.as_object_mut() else {
+        bail!("\"hooks\" is not an object")
+    };
+    for event in EVENTS {
+        let list = hooks.entry(*event).or_insert_with(|| json!([]));
+        let Some(list) = list.as_array_mut() else {
+            bail!("\"hooks.{event}\" is not an array")
+        };
+        list.retain(|e| !is_ours(e));
+        list.push(json!({"matcher": "*", "hooks": [{"type": "command", "command": command, "timeout": timeout}]}));
+    }
+    Ok(())
+}
+
+/// Write to a temp file beside it, then rename: never a half-written settings file.
+fn write_atomically(path: &Path, doc: &Value) -> anyhow::Result<()> {
+    let dir = path.parent().unwrap_or(Path::new("."));
+    std::fs::create_dir_all(dir).with_context(|| format!("cannot create '{}'", dir.display()))?;
+    let tmp = dir.join(format!(
+        ".{}.stockade-{}",
+        path.file_name()
+            .map(|n| n.to_string_lossy())
+            .unwrap_or_default(),
+        std::process::id()
+    ));
+    let mut text = serde_json::to_string_pretty(doc)?;
+    text.push('\n');
+    std::fs::write(&tmp, text).with_context(|| format!("cannot write '{}'", tmp.display()))?;
+    std::fs::rename(&tmp, path).with_context(|| format!("cannot replace '{}'", path.display()))?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn merge_keeps_unrelated_keys_and_is_idempotent() {
+        let mut doc = json!({"model": "x", "hooks": {"PreToolUse": [{"matcher": "Bash", "hooks": [{"type": "command", "command": "other"}]}], "Stop": []}});
+        let cmd = "'/bin/stockade' hook claude --agent 'a1' || exit 2";
+        merge(&mut doc, cmd, 10).unwrap();
+        let once = doc.clone();
+        merge(&mut doc, cmd, 10).unwrap();
+        assert_eq!(doc, once);
+        assert_eq!(doc["model"], "x");
+        assert_eq!(doc["hooks"]["PreToolUse"].as_array().unwrap().len(), 2);
+        assert_eq!(doc["hooks"]["PermissionRequest"][0]["matcher"], "*");
+        assert!(merge(&mut json!([1]), cmd, 10).is_err());
+        assert_eq!(quote("a'b"), r"'a'\''b'");
+    }
+}
