@@ -124,7 +124,6 @@ impl PolicyBuilder {
 
     /// Reads, expands, canonicalises and validates; the result is immutable.
     pub fn build(&self) -> Result<ResolvedPolicy, PolicyError> {
-        let builtin = Source::parse(BUILTIN_TOML.to_string(), None)?;
         let user = match (&self.text, &self.file) {
             (Some((text, origin)), _) => Some(Source::parse(text.clone(), Some(origin.clone()))?),
             (None, Some(path)) => {
@@ -143,6 +142,17 @@ impl PolicyBuilder {
             vars.set_path("POLICY_DIR", dir);
         }
         let name = self.pick_profile(user.as_ref())?;
+        // The built-ins are parsed only when the chain reaches them: a hook call per tool use should not
+        // pay for profiles it does not use.
+        let builtin = if needs_builtin(&name, user.as_ref()) {
+            Source::parse(BUILTIN_TOML.to_string(), None)?
+        } else {
+            Source {
+                text: String::new(),
+                origin: None,
+                file: PolicyFile::default(),
+            }
+        };
         let chain = profile_chain(&name, user.as_ref(), &builtin)?;
 
         let mut scopes = Vec::new();
@@ -586,6 +596,24 @@ fn line_of(text: &str, offset: usize) -> usize {
         .get(..offset)
         .map(|b| b.iter().filter(|c| **c == b'\n').count() + 1)
         .unwrap_or(1)
+}
+
+/// Whether resolving `name` reaches a built-in profile (a name the file lacks, or a profile extending its
+/// own name).
+fn needs_builtin(name: &str, user: Option<&Source>) -> bool {
+    let Some(user) = user else { return true };
+    let mut current = name;
+    for _ in 0..64 {
+        let Some(spec) = user.file.profile.get(current) else {
+            return true;
+        };
+        match spec.extends.as_deref() {
+            None => return false,
+            Some(parent) if parent == current => return true,
+            Some(parent) => current = parent,
+        }
+    }
+    true // a loop: let the full resolution report it
 }
 
 struct ChainLink<'a> {
