@@ -69,7 +69,7 @@ pub(crate) enum InstallTarget {
 pub(crate) struct InstallArgs {
     #[command(flatten)]
     pub(crate) policy: PolicyArgs,
-    /// The settings file (default: <worktree>/.claude/settings.json with --worktree, else ./.claude/settings.json).
+    /// The settings file (default: WORKTREE/.claude/settings.json with --worktree, else ./.claude/settings.json).
     #[arg(long, value_name = "FILE")]
     pub(crate) settings: Option<std::path::PathBuf>,
     /// Seconds Claude Code waits for the hook before giving up (which then blocks, through `|| exit 2`).
@@ -124,6 +124,10 @@ pub(crate) struct PolicyArgs {
     /// Deny a path or glob, even inside a granted tree.
     #[arg(long, value_name = "PATH")]
     pub(crate) deny: Vec<String>,
+    /// The directory ${CWD} means (default: the current directory). The hook pins it to the project, so an
+    /// agent's own `cd` never moves its scope.
+    #[arg(long, value_name = "DIR")]
+    pub(crate) project: Option<PathBuf>,
     /// ${REPO_ROOT} for policies that use it.
     #[arg(long, value_name = "DIR")]
     pub(crate) repo_root: Option<PathBuf>,

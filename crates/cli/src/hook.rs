@@ -10,6 +10,7 @@ use stockade_audit::{AuditLog, AuditRecord, Layer};
 use stockade_hook::{
     Event, HookInput, Judgement, Rendered, Verdict, judge, render, render_failure,
 };
+use stockade_policy::OnAllow;
 
 use crate::args::HookArgs;
 use crate::policy_args;
@@ -82,8 +83,28 @@ fn answer(args: &HookArgs, audit: &AuditLog) -> anyhow::Result<Rendered> {
     // ${CWD} is where Claude Code started the hook (the project), never the input's `cwd`, which follows
     // the agent's own `cd` and would widen its scope.
     let vars = policy_args::variables(&args.policy)?;
+    let project = std::path::PathBuf::from(vars.get("CWD").unwrap_or("/"));
     let policy = policy_args::builder(&args.policy, vars).build()?;
     let judgement = judge(&policy, &input);
+    // hook.bash = "sandbox": the same command, run by `stockade run` with the same policy and project.
+    let updated = match &judgement.sandbox_command {
+        Some(command) => {
+            let exe = std::env::current_exe().context("cannot find stockade's own path")?;
+            let mut parts = vec![
+                policy_args::quote(&exe.to_string_lossy()),
+                "run".to_string(),
+            ];
+            parts.extend(policy_args::flags_for_shell(&args.policy, &project));
+            parts.extend([
+                "--".to_string(),
+                "bash".to_string(),
+                "-c".to_string(),
+                policy_args::quote(command),
+            ]);
+            Some(parts.join(" "))
+        }
+        None => None,
+    };
     let event = input.event();
     record(audit, args.policy.agent.as_deref(), event, &judgement);
     if args.explain {
@@ -98,7 +119,8 @@ fn answer(args: &HookArgs, audit: &AuditLog) -> anyhow::Result<Rendered> {
             },
         });
     }
-    Ok(render(event, &judgement))
+    let defer = policy.hook().on_allow == OnAllow::Defer;
+    Ok(render(event, &judgement, defer, updated.as_deref()))
 }
 
 /// Refusals, and every PermissionRequest answered, go to the audit log. A log that cannot be written is

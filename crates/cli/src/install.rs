@@ -1,11 +1,12 @@
 //! `stockade install claude`: the seed's `build_agent_settings`, as a merge that loses nothing.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use anyhow::{Context, bail};
 use serde_json::{Value, json};
 
 use crate::args::InstallArgs;
+use crate::policy_args::{flags_for_shell, quote};
 use crate::{ExitStatus, output};
 
 /// The events the hook answers.
@@ -31,7 +32,8 @@ pub(crate) fn claude(args: InstallArgs, json_out: bool) -> anyhow::Result<ExitSt
     crate::policy_args::builder(&args.policy, vars)
         .build()
         .context("the policy the hook would use does not resolve")?;
-    let command = hook_command(&args, &abs)?;
+    // The hook's ${CWD} is where install was run (or --project), not wherever Claude Code starts it.
+    let command = hook_command(&args, &cwd)?;
 
     let mut doc: Value = match std::fs::read_to_string(&settings) {
         Ok(text) if text.trim().is_empty() => json!({}),
@@ -58,56 +60,16 @@ pub(crate) fn claude(args: InstallArgs, json_out: bool) -> anyhow::Result<ExitSt
     Ok(ExitStatus::Success)
 }
 
-/// `'/abs/stockade' hook claude --agent 'a1' --policy '/abs/p.toml' ... || exit 2`.
-fn hook_command(args: &InstallArgs, abs: &dyn Fn(&Path) -> PathBuf) -> anyhow::Result<String> {
+/// `'/abs/stockade' hook claude --project '/abs' --agent 'a1' --policy '/abs/p.toml' ... || exit 2`.
+fn hook_command(args: &InstallArgs, base: &Path) -> anyhow::Result<String> {
     let exe = std::env::current_exe().context("cannot find stockade's own path")?;
     let mut parts = vec![
         quote(&exe.to_string_lossy()),
         "hook".into(),
         "claude".into(),
     ];
-    let p = &args.policy;
-    let mut flag = |name: &str, value: String| {
-        parts.push(name.to_string());
-        parts.push(quote(&value));
-    };
-    if let Some(a) = &p.agent {
-        flag("--agent", a.clone());
-    }
-    if let Some(f) = &p.policy {
-        flag("--policy", abs(f).to_string_lossy().into_owned());
-    }
-    if let Some(n) = &p.profile {
-        flag("--profile", n.clone());
-    }
-    if let Some(r) = &p.repo_root {
-        flag("--repo-root", abs(r).to_string_lossy().into_owned());
-    }
-    if let Some(w) = &p.worktree {
-        flag("--worktree", abs(w).to_string_lossy().into_owned());
-    }
-    for (list, name) in [
-        (&p.rw, "--rw"),
-        (&p.ro, "--ro"),
-        (&p.read_only, "--read-only"),
-        (&p.deny, "--deny"),
-    ] {
-        for v in list {
-            let v = if v.contains(['*', '?', '[', '{']) || v.starts_with('/') || v.starts_with('~')
-            {
-                v.clone()
-            } else {
-                abs(Path::new(v)).to_string_lossy().into_owned()
-            };
-            flag(name, v);
-        }
-    }
+    parts.extend(flags_for_shell(&args.policy, base));
     Ok(format!("{} || exit 2", parts.join(" ")))
-}
-
-/// POSIX single quotes: safe for any byte but NUL.
-fn quote(s: &str) -> String {
-    format!("'{}'", s.replace('\'', r"'\''"))
 }
 
 /// Whether a hook entry is one stockade installed (so a new install replaces it instead of adding).

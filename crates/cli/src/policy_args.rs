@@ -10,7 +10,11 @@ use crate::args::PolicyArgs;
 
 /// The variables every command starts from: CWD, HOME, and the flags that set others.
 pub(crate) fn variables(args: &PolicyArgs) -> anyhow::Result<Variables> {
-    let cwd = std::env::current_dir().context("cannot read the current directory")?;
+    let here = std::env::current_dir().context("cannot read the current directory")?;
+    let cwd = args
+        .project
+        .as_ref()
+        .map_or_else(|| here.clone(), |p| absolute(&here, p));
     let mut vars = Variables::default();
     vars.set_path("CWD", &cwd);
     let home = std::env::var_os("HOME")
@@ -86,4 +90,62 @@ pub(crate) fn audit_log(flag: Option<&Path>) -> AuditLog {
         Some(p) => AuditLog::at(p),
         None => AuditLog::at(AuditLog::default_path(|k| std::env::var(k).ok())),
     }
+}
+
+/// POSIX single quotes: safe for any byte but NUL.
+pub(crate) fn quote(s: &str) -> String {
+    format!("'{}'", s.replace('\'', r"'\''"))
+}
+
+/// The policy flags again, quoted for a shell and with every path absolute (against `base`), so that a
+/// command built from them (the installed hook, a sandboxed Bash call) finds the same policy wherever it
+/// runs. `--project` is always given: ${CWD} must not follow the process.
+pub(crate) fn flags_for_shell(args: &PolicyArgs, base: &Path) -> Vec<String> {
+    let abs = |p: &Path| absolute(base, p).to_string_lossy().into_owned();
+    let mut out = Vec::new();
+    let mut flag = |name: &str, value: String| {
+        out.push(name.to_string());
+        out.push(quote(&value));
+    };
+    flag(
+        "--project",
+        args.project
+            .as_deref()
+            .map_or_else(|| base.to_string_lossy().into_owned(), abs),
+    );
+    if let Some(a) = &args.agent {
+        flag("--agent", a.clone());
+    }
+    if let Some(f) = &args.policy {
+        flag("--policy", abs(f));
+    }
+    if let Some(n) = &args.profile {
+        flag("--profile", n.clone());
+    }
+    if let Some(r) = &args.repo_root {
+        flag("--repo-root", abs(r));
+    }
+    if let Some(w) = &args.worktree {
+        flag("--worktree", abs(w));
+    }
+    for (list, name) in [
+        (&args.rw, "--rw"),
+        (&args.ro, "--ro"),
+        (&args.read_only, "--read-only"),
+        (&args.deny, "--deny"),
+    ] {
+        for v in list {
+            let glob_or_absolute =
+                v.contains(['*', '?', '[', '{']) || v.starts_with('/') || v.starts_with('~');
+            flag(
+                name,
+                if glob_or_absolute {
+                    v.clone()
+                } else {
+                    abs(Path::new(v))
+                },
+            );
+        }
+    }
+    out
 }

@@ -4,7 +4,8 @@ use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 use stockade_policy::{
-    AbsPath, Access, CanonicalPath, Decision, Denial, OnUnknowable, ResolvedPolicy, ToolDecision,
+    AbsPath, Access, BashMode, CanonicalPath, Decision, Denial, OnUnknowable, ResolvedPolicy,
+    ToolDecision,
 };
 
 use crate::bash::BashAnalysis;
@@ -90,6 +91,8 @@ pub struct Judgement {
     pub touches: Vec<Touch>,
     /// The refusal that decided a deny, when a path decided it.
     pub denial: Option<Denial>,
+    /// With `hook.bash = "sandbox"`, the Bash command to rewrite so that it runs under `stockade run`.
+    pub sandbox_command: Option<String>,
 }
 
 fn deny(tool: &str, reason: impl Into<String>) -> Judgement {
@@ -100,6 +103,7 @@ fn deny(tool: &str, reason: impl Into<String>) -> Judgement {
         },
         touches: Vec::new(),
         denial: None,
+        sandbox_command: None,
     }
 }
 
@@ -135,6 +139,7 @@ pub fn judge(policy: &ResolvedPolicy, input: &HookInput) -> Judgement {
                 },
                 touches: Vec::new(),
                 denial: None,
+                sandbox_command: None,
             };
         }
         ToolDecision::Allow(_) => {}
@@ -155,6 +160,7 @@ pub fn judge(policy: &ResolvedPolicy, input: &HookInput) -> Judgement {
                 verdict,
                 touches: Vec::new(),
                 denial: None,
+                sandbox_command: None,
             };
         }
     };
@@ -204,11 +210,23 @@ pub fn judge(policy: &ResolvedPolicy, input: &HookInput) -> Judgement {
             verdict: Verdict::Deny { reason },
             touches,
             denial: Some(d),
+            sandbox_command: None,
         };
     }
-    let reason = match touches.len() {
-        0 => format!("tool '{tool}' is allowed by profile '{}'", policy.profile()),
-        n => format!(
+    let sandbox_command = (tool == "Bash" && policy.hook().bash == BashMode::Sandbox)
+        .then(|| {
+            args.get("command")
+                .and_then(Value::as_str)
+                .map(str::to_string)
+        })
+        .flatten();
+    let reason = match (touches.len(), &sandbox_command) {
+        (_, Some(_)) => format!(
+            "Bash runs under `stockade run` with profile '{}' (hook.bash = \"sandbox\"): the kernel enforces it",
+            policy.profile()
+        ),
+        (0, None) => format!("tool '{tool}' is allowed by profile '{}'", policy.profile()),
+        (n, None) => format!(
             "all {n} path(s) of this {tool} call are within profile '{}'",
             policy.profile()
         ),
@@ -218,6 +236,7 @@ pub fn judge(policy: &ResolvedPolicy, input: &HookInput) -> Judgement {
         verdict: Verdict::Allow { reason },
         touches,
         denial: None,
+        sandbox_command,
     }
 }
 
@@ -318,6 +337,8 @@ fn bash(args: &Value, policy: &ResolvedPolicy, cwd: Option<&str>) -> Result<Vec<
     let home = policy.variables().get("HOME").unwrap_or("/nonexistent");
     match crate::bash::analyze(command, cwd, home, policy.commands_allow()) {
         BashAnalysis::Paths(paths) => Ok(paths),
+        // Sandboxed Bash: what parsing cannot see, the kernel enforces.
+        BashAnalysis::Unknowable(_) if policy.hook().bash == BashMode::Sandbox => Ok(Vec::new()),
         BashAnalysis::Unknowable(why) => {
             let reason = format!(
                 "this Bash command cannot be judged before it runs: {why}. Rewrite it with literal paths, run it \

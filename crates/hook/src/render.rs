@@ -21,8 +21,34 @@ pub struct Rendered {
 /// `PreToolUse`: `permissionDecision` allow (exit 0), ask (exit 0) or deny (reason on stderr, exit 2: the
 /// only code that blocks in every version). `PermissionRequest`: `decision.behavior` allow or deny with a
 /// message (exit 0); for ask, nothing, so Claude Code shows its prompt.
-pub fn render(event: Event, judgement: &Judgement) -> Rendered {
+///
+/// `defer_allow` (`hook.on-allow = "defer"`) answers nothing for an allow, so Claude Code's own rules decide.
+/// `updated_command` replaces a Bash call's command (`hook.bash = "sandbox"`) through `updatedInput`.
+pub fn render(
+    event: Event,
+    judgement: &Judgement,
+    defer_allow: bool,
+    updated_command: Option<&str>,
+) -> Rendered {
     let reason = judgement.verdict.reason();
+    if let (Event::PreToolUse, Verdict::Allow { .. }, Some(command)) =
+        (event, &judgement.verdict, updated_command)
+    {
+        return Rendered {
+            stdout: json!({"hookSpecificOutput": {"hookEventName": "PreToolUse", "permissionDecision": "allow",
+                "permissionDecisionReason": reason, "updatedInput": {"command": command}}})
+            .to_string(),
+            stderr: String::new(),
+            exit_code: 0,
+        };
+    }
+    if defer_allow && matches!(judgement.verdict, Verdict::Allow { .. }) {
+        return Rendered {
+            stdout: String::new(),
+            stderr: String::new(),
+            exit_code: 0,
+        };
+    }
     match (event, &judgement.verdict) {
         (Event::PermissionRequest, Verdict::Allow { .. }) => Rendered {
             stdout: json!({"hookSpecificOutput": {"hookEventName": "PermissionRequest", "decision": {"behavior": "allow"}}}).to_string(),

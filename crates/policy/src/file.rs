@@ -126,6 +126,35 @@ pub struct CommandsSpec {
 pub struct HookSpec {
     /// What to answer for Bash that cannot be judged statically: `deny` (default) or `ask`.
     pub on_unknowable: Option<OnUnknowable>,
+    /// What to answer for calls within the policy: `allow` (default: no permission prompt) or `defer`
+    /// (say nothing, so Claude Code's own permission rules decide).
+    pub on_allow: Option<OnAllow>,
+    /// How Bash is handled: `judge` (default: parse and judge every path) or `sandbox` (also rewrite the
+    /// command to run under `stockade run` with the same policy, so the kernel enforces what parsing cannot
+    /// see; unknowable commands then run confined instead of being refused).
+    pub bash: Option<BashMode>,
+}
+
+/// The answer for tool calls within the policy.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+#[non_exhaustive]
+pub enum OnAllow {
+    /// An explicit allow: the call proceeds without a prompt.
+    Allow,
+    /// No answer: Claude Code's own rules decide.
+    Defer,
+}
+
+/// How the hook handles Bash.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+#[non_exhaustive]
+pub enum BashMode {
+    /// Parse the command and judge every path it names.
+    Judge,
+    /// Judge, then run it under `stockade run` with the same policy (via `updatedInput`).
+    Sandbox,
 }
 
 /// The answer for Bash that cannot be judged statically.

@@ -61,13 +61,13 @@ pub use builtin::{BUILTIN_PROFILES, BUILTIN_TOML, DEFAULT_PROFILE};
 pub use decide::{Decision, Denial, DenyCause, ExplainedRule, Explanation};
 pub use error::PolicyError;
 pub use file::{
-    CommandsSpec, EnvSpec, FsSpec, HookSpec, LimitsSpec, NetMode, OnUnknowable, PolicyFile,
-    ProfileSpec, ToolDefault, ToolsSpec, policy_schema,
+    BashMode, CommandsSpec, EnvSpec, FsSpec, HookSpec, LimitsSpec, NetMode, OnAllow, OnUnknowable,
+    PolicyFile, ProfileSpec, ToolDefault, ToolsSpec, policy_schema,
 };
 pub use path::{AbsPath, CanonicalPath};
 pub use resolve::{
-    Limits, LimitsOverride, PolicyBuilder, ResolvedEnv, ResolvedPolicy, ToolDecision, ToolRules,
-    wildcard_match,
+    HookRules, Limits, LimitsOverride, PolicyBuilder, ResolvedEnv, ResolvedPolicy, ToolDecision,
+    ToolRules, wildcard_match,
 };
 pub use scope::{
     Access, GlobTarget, Level, PathTarget, RuleId, RuleSource, Scope, ScopeKind, ScopeTarget,

@@ -11,7 +11,7 @@ use toml::Spanned;
 
 use crate::builtin::{BUILTIN_PROFILES, BUILTIN_TOML, DEFAULT_PROFILE};
 use crate::error::PolicyError;
-use crate::file::{NetMode, OnUnknowable, PolicyFile, ProfileSpec, ToolDefault};
+use crate::file::{BashMode, NetMode, OnAllow, OnUnknowable, PolicyFile, ProfileSpec, ToolDefault};
 use crate::path::{AbsPath, CanonicalPath, LstatCache};
 use crate::scope::{GlobTarget, PathTarget, RuleId, RuleSource, Scope, ScopeKind, ScopeTarget};
 use crate::units::{parse_duration, parse_size};
@@ -160,7 +160,7 @@ impl PolicyBuilder {
         let mut env = ResolvedEnv::default();
         let mut tools = ToolRules::default();
         let mut commands_allow = Vec::new();
-        let mut on_unknowable = OnUnknowable::Deny;
+        let mut hook = HookRules::default();
         let mut net = NetMode::None;
         let mut limits = Limits::default();
 
@@ -231,7 +231,13 @@ impl PolicyBuilder {
             }
             commands_allow.extend(spec.commands.allow.iter().cloned());
             if let Some(o) = spec.hook.on_unknowable {
-                on_unknowable = o;
+                hook.on_unknowable = o;
+            }
+            if let Some(o) = spec.hook.on_allow {
+                hook.on_allow = o;
+            }
+            if let Some(b) = spec.hook.bash {
+                hook.bash = b;
             }
             if let Some(n) = spec.net {
                 net = n;
@@ -334,7 +340,7 @@ impl PolicyBuilder {
             env,
             tools,
             commands_allow,
-            on_unknowable,
+            hook,
             net,
             limits,
             vars,
@@ -761,6 +767,27 @@ pub fn wildcard_match(pattern: &str, text: &str) -> bool {
     rest.len() >= last.len() && rest.ends_with(last)
 }
 
+/// The hook's behaviour.
+#[derive(Debug, Clone, Copy, Serialize)]
+pub struct HookRules {
+    /// For Bash that cannot be judged.
+    pub on_unknowable: OnUnknowable,
+    /// For calls within the policy.
+    pub on_allow: OnAllow,
+    /// Judge Bash, or also run it sandboxed.
+    pub bash: BashMode,
+}
+
+impl Default for HookRules {
+    fn default() -> Self {
+        HookRules {
+            on_unknowable: OnUnknowable::Deny,
+            on_allow: OnAllow::Allow,
+            bash: BashMode::Judge,
+        }
+    }
+}
+
 /// Resource limits, each optional.
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct Limits {
@@ -822,7 +849,7 @@ pub struct ResolvedPolicy {
     pub(crate) env: ResolvedEnv,
     pub(crate) tools: ToolRules,
     pub(crate) commands_allow: Vec<String>,
-    pub(crate) on_unknowable: OnUnknowable,
+    pub(crate) hook: HookRules,
     pub(crate) net: NetMode,
     pub(crate) limits: Limits,
     pub(crate) vars: Variables,
@@ -870,7 +897,7 @@ impl ResolvedPolicy {
         env: ResolvedEnv,
         tools: ToolRules,
         commands_allow: Vec<String>,
-        on_unknowable: OnUnknowable,
+        hook: HookRules,
         net: NetMode,
         limits: Limits,
         vars: Variables,
@@ -902,7 +929,7 @@ impl ResolvedPolicy {
             env,
             tools,
             commands_allow,
-            on_unknowable,
+            hook,
             net,
             limits,
             vars,
@@ -976,7 +1003,12 @@ impl ResolvedPolicy {
 
     /// The answer for Bash that cannot be judged.
     pub fn on_unknowable(&self) -> OnUnknowable {
-        self.on_unknowable
+        self.hook.on_unknowable
+    }
+
+    /// Everything the hook's answers depend on besides the scopes.
+    pub fn hook(&self) -> &HookRules {
+        &self.hook
     }
 
     /// The network mode.

@@ -808,3 +808,87 @@ fn install_merges_idempotently_and_the_installed_command_fails_closed() {
         Some("{not json")
     );
 }
+
+/// `hook.on-allow = "defer"` leaves in-scope calls to Claude Code's own rules; `hook.bash = "sandbox"`
+/// rewrites Bash (even what cannot be judged statically) to run under `stockade run`, and the rewritten
+/// command is really confined.
+#[test]
+fn defer_and_sandboxed_bash() {
+    if !landlock_ready() {
+        return;
+    }
+    let d = TestDir::new(Who::Root);
+    d.write(
+        "p.toml",
+        "[profile.p]\nextends = \"workspace-write\"\nhook.on-allow = \"defer\"\nhook.bash = \"sandbox\"\n",
+    );
+    let policy = d.path("p.toml");
+    let call = |tool: &str, input: serde_json::Value| {
+        let json = serde_json::json!({"cwd": d.work(), "hook_event_name": "PreToolUse", "tool_name": tool, "tool_input": input});
+        let mut cmd = d
+            .stockade(["hook", "claude", "--policy", policy.to_str().unwrap()])
+            .cmd;
+        cmd.stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        let mut child = cmd.spawn().unwrap();
+        let _ = child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(json.to_string().as_bytes());
+        let o = child.wait_with_output().unwrap();
+        Out {
+            code: o.status.code().unwrap(),
+            stdout: String::from_utf8_lossy(&o.stdout).into(),
+            stderr: String::from_utf8_lossy(&o.stderr).into(),
+        }
+    };
+    let read = call("Read", serde_json::json!({"file_path": "x.txt"}));
+    assert_eq!(
+        (read.code, read.stdout.trim()),
+        (0, ""),
+        "defer answers nothing: {read:?}"
+    );
+    denied(
+        &call("Read", serde_json::json!({"file_path": "/etc/shadow"})),
+        "shadow",
+    );
+    // Statically refused paths are still refused early, with the reason.
+    denied(
+        &call("Bash", serde_json::json!({"command": "cat /etc/shadow"})),
+        "shadow",
+    );
+    let rewritten = |command: &str| {
+        let out = call("Bash", serde_json::json!({"command": command}));
+        assert_eq!(out.code, 0, "{out:?}");
+        let v: serde_json::Value = serde_json::from_str(out.stdout.trim()).unwrap();
+        assert_eq!(v["hookSpecificOutput"]["permissionDecision"], "allow");
+        v["hookSpecificOutput"]["updatedInput"]["command"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    };
+    let escape = rewritten("echo pwned > $(echo /etc/stockade-hook-escape)");
+    assert!(
+        escape.contains(" run ") && escape.contains("--project"),
+        "{escape}"
+    );
+    let ok = rewritten("echo fine > $(echo note.txt)");
+    let run = |command: &str| {
+        std::process::Command::new("sh")
+            .arg("-c")
+            .arg(command)
+            .current_dir(d.work())
+            .output()
+            .unwrap()
+    };
+    let _ = run(&escape);
+    assert!(
+        !std::path::Path::new("/etc/stockade-hook-escape").exists(),
+        "the rewritten command escaped"
+    );
+    let o = run(&ok);
+    assert!(o.status.success(), "{o:?}");
+    assert_eq!(d.read("work/note.txt").as_deref(), Some("fine\n"));
+}
