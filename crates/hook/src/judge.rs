@@ -274,25 +274,15 @@ fn requests_for(
         "Write" | "Edit" | "MultiEdit" => required("file_path", Access::Write),
         "NotebookEdit" => required("notebook_path", Access::Write),
         "LS" => Ok(vec![dir_or_cwd("path")]),
-        "Glob" => {
+        // Glob's `pattern` and Grep's `glob` are judged at their fixed leading part, under `path`.
+        "Glob" | "Grep" => {
+            let key = if tool == "Glob" { "pattern" } else { "glob" };
             let base = dir_or_cwd("path");
             let mut out = vec![base.clone()];
-            if let Some(pattern) = field("pattern") {
+            if let Some(pattern) = field(key) {
                 out.push((
-                    "pattern".to_string(),
+                    key.to_string(),
                     join_literal_prefix(&base.1, &pattern),
-                    Access::Read,
-                ));
-            }
-            Ok(out)
-        }
-        "Grep" => {
-            let base = dir_or_cwd("path");
-            let mut out = vec![base.clone()];
-            if let Some(glob) = field("glob") {
-                out.push((
-                    "glob".to_string(),
-                    join_literal_prefix(&base.1, &glob),
                     Access::Read,
                 ));
             }

@@ -63,23 +63,7 @@ commands.allow = ["ib"]
             policy.to_str().unwrap(),
         ];
         args.extend_from_slice(extra);
-        let mut cmd = self.d.stockade(args).cmd;
-        cmd.stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
-        let mut child = cmd.spawn().unwrap();
-        child
-            .stdin
-            .take()
-            .unwrap()
-            .write_all(stdin.as_bytes())
-            .unwrap();
-        let o = child.wait_with_output().unwrap();
-        Out {
-            code: o.status.code().unwrap_or(-1),
-            stdout: String::from_utf8_lossy(&o.stdout).into_owned(),
-            stderr: String::from_utf8_lossy(&o.stderr).into_owned(),
-        }
+        self.d.stockade(args).run_with_stdin(stdin)
     }
 }
 
@@ -532,25 +516,8 @@ fn tool_rules_come_first() {
             .to_string()
     };
     let run = |tool: &str| {
-        let mut cmd = d
-            .stockade(["hook", "claude", "--profile", "cross-project"])
-            .cmd;
-        cmd.stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
-        let mut child = cmd.spawn().unwrap();
-        child
-            .stdin
-            .take()
-            .unwrap()
-            .write_all(input(tool).as_bytes())
-            .unwrap();
-        let o = child.wait_with_output().unwrap();
-        Out {
-            code: o.status.code().unwrap(),
-            stdout: String::from_utf8_lossy(&o.stdout).into(),
-            stderr: String::from_utf8_lossy(&o.stderr).into(),
-        }
+        d.stockade(["hook", "claude", "--profile", "cross-project"])
+            .run_with_stdin(&input(tool))
     };
     denied(&run("Bash"), "tools.deny entry 'Bash'");
     denied(
@@ -664,34 +631,17 @@ try hooks 'echo x > ../../../../.git/hooks/pre-commit'
     // The hook asks the same profile.
     let hook = |tool: &str, input: serde_json::Value| {
         let json = serde_json::json!({"cwd": wt, "hook_event_name": "PreToolUse", "tool_name": tool, "tool_input": input});
-        let mut cmd = d
-            .stockade([
-                "hook",
-                "claude",
-                "--profile",
-                "worktree",
-                "--agent",
-                "a1",
-                "--worktree",
-                wt.to_str().unwrap(),
-            ])
-            .cmd;
-        cmd.stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
-        let mut child = cmd.spawn().unwrap();
-        child
-            .stdin
-            .take()
-            .unwrap()
-            .write_all(json.to_string().as_bytes())
-            .unwrap();
-        let o = child.wait_with_output().unwrap();
-        Out {
-            code: o.status.code().unwrap(),
-            stdout: String::from_utf8_lossy(&o.stdout).into(),
-            stderr: String::from_utf8_lossy(&o.stderr).into(),
-        }
+        d.stockade([
+            "hook",
+            "claude",
+            "--profile",
+            "worktree",
+            "--agent",
+            "a1",
+            "--worktree",
+            wt.to_str().unwrap(),
+        ])
+        .run_with_stdin(&json.to_string())
     };
     allowed(&hook(
         "Write",
@@ -825,24 +775,8 @@ fn defer_and_sandboxed_bash() {
     let policy = d.path("p.toml");
     let call = |tool: &str, input: serde_json::Value| {
         let json = serde_json::json!({"cwd": d.work(), "hook_event_name": "PreToolUse", "tool_name": tool, "tool_input": input});
-        let mut cmd = d
-            .stockade(["hook", "claude", "--policy", policy.to_str().unwrap()])
-            .cmd;
-        cmd.stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
-        let mut child = cmd.spawn().unwrap();
-        let _ = child
-            .stdin
-            .take()
-            .unwrap()
-            .write_all(json.to_string().as_bytes());
-        let o = child.wait_with_output().unwrap();
-        Out {
-            code: o.status.code().unwrap(),
-            stdout: String::from_utf8_lossy(&o.stdout).into(),
-            stderr: String::from_utf8_lossy(&o.stderr).into(),
-        }
+        d.stockade(["hook", "claude", "--policy", policy.to_str().unwrap()])
+            .run_with_stdin(&json.to_string())
     };
     let read = call("Read", serde_json::json!({"file_path": "x.txt"}));
     assert_eq!(

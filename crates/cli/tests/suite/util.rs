@@ -225,6 +225,23 @@ impl Cmd {
         self
     }
 
+    /// Runs with `stdin` fed to the process (a process that exits before reading it is fine).
+    pub(super) fn run_with_stdin(mut self, stdin: &str) -> Out {
+        use std::io::Write;
+        self.cmd
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        let mut child = self.cmd.spawn().unwrap();
+        let _ = child.stdin.take().unwrap().write_all(stdin.as_bytes());
+        let o = child.wait_with_output().unwrap();
+        Out {
+            code: o.status.code().unwrap_or(-1),
+            stdout: String::from_utf8_lossy(&o.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&o.stderr).into_owned(),
+        }
+    }
+
     pub(super) fn run(mut self) -> Out {
         let o: Output = self.cmd.output().unwrap();
         Out {
