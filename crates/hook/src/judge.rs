@@ -4,8 +4,8 @@ use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 use stockade_policy::{
-    AbsPath, Access, BashMode, CanonicalPath, Decision, Denial, OnUnknowable, ResolvedPolicy,
-    ToolDecision,
+    AbsPath, Access, BashMode, CanonicalPath, Decision, Denial, OnUnknowable, PathResolver,
+    ResolvedPolicy, ToolDecision,
 };
 
 use crate::bash::BashAnalysis;
@@ -165,6 +165,7 @@ pub fn judge(policy: &ResolvedPolicy, input: &HookInput) -> Judgement {
         }
     };
     let mut touches = Vec::new();
+    let mut resolver = PathResolver::new();
     for (field, written, access) in requests {
         if written.contains('\0') {
             return deny(tool, format!("{field} contains a NUL byte"));
@@ -181,7 +182,8 @@ pub fn judge(policy: &ResolvedPolicy, input: &HookInput) -> Judgement {
                 );
             }
         };
-        let resolved = AbsPath::new(Path::new(&written), base).and_then(|a| a.canonicalize());
+        let resolved =
+            AbsPath::new(Path::new(&written), base).and_then(|a| resolver.resolve(a.as_path()));
         let path = match resolved {
             Ok(p) => p,
             Err(e) => return deny(tool, format!("{field} '{written}' cannot be resolved: {e}")),

@@ -64,7 +64,7 @@ pub use file::{
     BashMode, CommandsSpec, EnvSpec, FsSpec, HookSpec, LimitsSpec, NetMode, OnAllow, OnUnknowable,
     PolicyFile, ProfileSpec, ToolDefault, ToolsSpec, policy_schema,
 };
-pub use path::{AbsPath, CanonicalPath};
+pub use path::{AbsPath, CanonicalPath, PathResolver};
 pub use resolve::{
     HookRules, Limits, LimitsOverride, PolicyBuilder, ResolvedEnv, ResolvedPolicy, ToolDecision,
     ToolRules, wildcard_match,

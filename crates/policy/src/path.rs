@@ -189,6 +189,26 @@ enum Entry {
     Missing,
 }
 
+/// Resolves many paths as [`CanonicalPath::resolve`] does, examining each component once: for a caller
+/// judging several paths at one moment (all the paths of one tool call). Keep it short-lived: it remembers
+/// the filesystem as it was when first asked.
+#[derive(Debug, Default)]
+pub struct PathResolver {
+    cache: LstatCache,
+}
+
+impl PathResolver {
+    /// A resolver with nothing remembered.
+    pub fn new() -> Self {
+        PathResolver::default()
+    }
+
+    /// [`CanonicalPath::resolve`], sharing what earlier calls examined.
+    pub fn resolve(&mut self, path: &Path) -> io::Result<CanonicalPath> {
+        CanonicalPath::resolve_cached(path, &mut self.cache)
+    }
+}
+
 /// Remembered `lstat`/`readlink` answers for one resolution pass.
 #[derive(Debug, Default)]
 pub(crate) struct LstatCache {
