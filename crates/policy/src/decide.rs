@@ -309,7 +309,7 @@ impl ResolvedPolicy {
         let scope = rule.and_then(|r| self.scope(r));
         let glob = matches!(scope.map(|s| &s.target), Some(ScopeTarget::Glob(_)));
         let kernel = match (decision.level(), scope.map(|s| s.kind), glob) {
-            (Level::None, None, _) => "kernel (stockade run): not mounted in the sandbox's root and not granted by Landlock".to_string(),
+            (Level::None, None, _) => "kernel (stockade run): not in the sandbox's root: beside a granted path it is an empty mode-000 stand-in (EACCES), elsewhere absent (ENOENT); Landlock grants nothing there".to_string(),
             (Level::None, Some(_), false) => "kernel (stockade run): masked by an empty read-only mount in the sandbox's mount namespace (if it exists at start); Landlock grants nothing there".to_string(),
             (Level::None, Some(_), true) => "kernel (stockade run): each match existing at start is masked by an empty read-only mount; matches created during the run inside a writable tree are the agent's own files".to_string(),
             (Level::Read, Some(ScopeKind::ReadOnly), _) => "kernel (stockade run): read-only bind mount (Landlock cannot subtract rights inside a writable tree), so writes, renames, chmod, chown, utimes and xattrs fail with EROFS".to_string(),
