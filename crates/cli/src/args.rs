@@ -170,6 +170,10 @@ pub(crate) struct RunArgs {
     /// Run even where the kernel cannot enforce everything (weaker; says what is missing).
     #[arg(long)]
     pub(crate) best_effort: bool,
+    /// Check everything and print what the sandbox would contain (mounts, Landlock rules, environment
+    /// names, limits) without running the command.
+    #[arg(long)]
+    pub(crate) dry_run: bool,
     /// When started as root, run the program as this unprivileged user.
     #[arg(long, value_name = "NAME")]
     pub(crate) user: Option<String>,

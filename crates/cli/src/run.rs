@@ -93,6 +93,10 @@ pub(crate) fn run(args: RunArgs, json: bool, audit: &AuditLog) -> anyhow::Result
         Ok(s) => s,
         Err(e) => return refuse(e),
     };
+    if args.dry_run {
+        print_plan(&sandbox, &policy, json);
+        return Ok(ExitStatus::Success);
+    }
     for w in sandbox.warnings() {
         output::message(&format!("warning: {w}"));
     }
@@ -124,6 +128,66 @@ pub(crate) fn run(args: RunArgs, json: bool, audit: &AuditLog) -> anyhow::Result
         124 if outcome.timed_out => ExitStatus::Timeout,
         s => ExitStatus::External(u8::try_from(s).unwrap_or(125)),
     })
+}
+
+/// `--dry-run`: what the sandbox would contain. Variable values are not printed (they may be secrets).
+fn print_plan(
+    sandbox: &stockade_sandbox::Sandbox,
+    policy: &stockade_policy::ResolvedPolicy,
+    json: bool,
+) {
+    let env: Vec<String> = sandbox
+        .env()
+        .iter()
+        .map(|(k, _)| k.to_string_lossy().into_owned())
+        .collect();
+    if json {
+        output::json(&serde_json::json!({
+            "profile": policy.profile(),
+            "temp_dir": sandbox.temp_dir(),
+            "plan": sandbox.plan(),
+            "env": env,
+            "net": policy.net(),
+            "limits": policy.limits(),
+            "warnings": sandbox.warnings(),
+        }));
+        return;
+    }
+    let mut text = format!(
+        "profile {}; private temp {}\n",
+        policy.profile(),
+        sandbox.temp_dir().display()
+    );
+    for m in &sandbox.plan().mounts {
+        let what = match &m.op {
+            stockade_sandbox::MountOp::Bind { write: true, .. } => "bind read-write".to_string(),
+            stockade_sandbox::MountOp::Bind { write: false, .. } => "bind read-only".to_string(),
+            stockade_sandbox::MountOp::MaskDir | stockade_sandbox::MountOp::MaskFile => {
+                "mask (deny)".to_string()
+            }
+            stockade_sandbox::MountOp::PrivateTmpfs { .. } => "private tmpfs".to_string(),
+            stockade_sandbox::MountOp::Proc => "fresh /proc".to_string(),
+            stockade_sandbox::MountOp::Dev => "minimal /dev".to_string(),
+            stockade_sandbox::MountOp::Stub { .. } => "stub (mode 000)".to_string(),
+            stockade_sandbox::MountOp::Symlink { target } => {
+                format!("symlink -> {}", target.display())
+            }
+        };
+        text.push_str(&format!("  {:<18} {}\n", what, m.path.display()));
+    }
+    for p in &sandbox.plan().placeholders {
+        text.push_str(&format!(
+            "  placeholder        {} (created for the run, removed after)\n",
+            p.display()
+        ));
+    }
+    text.push_str(&format!(
+        "  landlock rules     {}\n",
+        sandbox.plan().landlock.len()
+    ));
+    text.push_str(&format!("  environment        {}\n", env.join(" ")));
+    text.push_str(&format!("  network            {:?}\n", policy.net()));
+    output::out(&text);
 }
 
 fn human_ms(ms: u64) -> String {

@@ -19,7 +19,8 @@ use crate::error::SandboxError;
 pub const MAX_GLOB_WALK_ENTRIES: usize = 200_000;
 
 /// One step of building the root, at a canonical path.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[serde(tag = "op", rename_all = "kebab-case")]
 pub enum MountOp {
     /// Bind the host path at the same path; read-only unless `write`.
     Bind {
@@ -58,7 +59,7 @@ pub enum MountOp {
 }
 
 /// A mount step and where.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct PlannedMount {
     /// Canonical path inside the sandbox (the same as on the host).
     pub path: PathBuf,
@@ -67,7 +68,8 @@ pub struct PlannedMount {
 }
 
 /// What Landlock grants beneath a path.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
 pub enum LandlockGrant {
     /// Read files, list directories, execute.
     Read,
@@ -78,7 +80,7 @@ pub enum LandlockGrant {
 }
 
 /// The whole plan.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, serde::Serialize)]
 pub struct MountPlan {
     /// In application order.
     pub mounts: Vec<PlannedMount>,

@@ -116,3 +116,38 @@ both_users! {
         assert_eq!(v["stopped"]["kind"], "timeout");
     }
 }
+
+/// `--dry-run` shows what the sandbox would contain and runs nothing.
+#[test]
+fn dry_run_shows_the_sandbox_and_runs_nothing() {
+    let d = TestDir::new(Who::Root);
+    let out = d
+        .stockade(["run", "--dry-run", "--deny", "secret", "--", "touch", "ran"])
+        .run();
+    out.ok()
+        .stdout_has("fresh /proc")
+        .stdout_has("landlock rules");
+    let work = d.work().display().to_string();
+    assert!(
+        out.stdout
+            .lines()
+            .any(|l| l.contains("bind read-write") && l.trim_end().ends_with(&work)),
+        "{}",
+        out.stdout
+    );
+    assert!(d.read("work/ran").is_none(), "--dry-run ran the command");
+    let out = d
+        .stockade(["--json", "run", "--dry-run", "--", "true"])
+        .run();
+    out.ok();
+    let v: serde_json::Value = serde_json::from_str(out.stdout.trim()).unwrap();
+    assert_eq!(v["profile"], "workspace-write");
+    assert!(
+        v["plan"]["mounts"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|m| m["op"]["op"] == "bind" && m["path"] == d.work().display().to_string())
+    );
+    assert!(v["env"].as_array().unwrap().iter().any(|e| e == "PATH"));
+}
