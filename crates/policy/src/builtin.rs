@@ -23,6 +23,8 @@ base = "${CWD}"
 fs.read = [
   "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32",
   "/etc", "/opt", "/sys",
+  # Often a symlink into /run (systemd-resolved); granting the name grants where it leads.
+  "/etc/resolv.conf",
   "${HOME}",
 ]
 fs.deny = [
