@@ -344,22 +344,6 @@ macro_rules! both_users {
     };
 }
 
-/// Whether any process on the host has `marker` in its command line.
-pub(super) fn process_with_marker(marker: &str) -> bool {
-    let Ok(dir) = std::fs::read_dir("/proc") else {
-        return false;
-    };
-    for e in dir.flatten() {
-        let p = e.path().join("cmdline");
-        if let Ok(c) = std::fs::read(&p)
-            && String::from_utf8_lossy(&c).contains(marker)
-        {
-            return true;
-        }
-    }
-    false
-}
-
 pub(super) fn exists(p: &Path) -> bool {
     std::fs::symlink_metadata(p).is_ok()
 }
@@ -380,5 +364,33 @@ impl Drop for KillOnDrop {
             .args(["-TERM", &self.0.id().to_string()])
             .status();
         let _ = self.0.wait();
+    }
+}
+
+/// Whether a `sleep ARG` process is running on the host (argv exactly `sleep`, `ARG`: the scripts that
+/// start it carry the marker in their own command lines, so a substring match would prove nothing).
+pub(super) fn sleeping(arg: &str) -> bool {
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return false;
+    };
+    dir.flatten().any(|e| {
+        std::fs::read(e.path().join("cmdline")).is_ok_and(|c| {
+            let mut argv = c.split(|b| *b == 0);
+            argv.next() == Some(b"sleep".as_slice()) && argv.next() == Some(arg.as_bytes())
+        })
+    })
+}
+
+/// Waits up to `secs` for `sleeping(arg)` to become `want`.
+pub(super) fn wait_sleeping(arg: &str, want: bool, secs: u64) -> bool {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(secs);
+    loop {
+        if sleeping(arg) == want {
+            return true;
+        }
+        if std::time::Instant::now() >= deadline {
+            return false;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
     }
 }
