@@ -89,19 +89,8 @@ fn answer(args: &HookArgs, audit: &AuditLog) -> anyhow::Result<Rendered> {
     // hook.bash = "sandbox": the same command, run by `stockade run` with the same policy and project.
     let updated = match &judgement.sandbox_command {
         Some(command) => {
-            let exe = std::env::current_exe().context("cannot find stockade's own path")?;
-            let mut parts = vec![
-                policy_args::quote(&exe.to_string_lossy()),
-                "run".to_string(),
-            ];
-            parts.extend(policy_args::flags_for_shell(&args.policy, &project));
-            parts.extend([
-                "--".to_string(),
-                "bash".to_string(),
-                "-c".to_string(),
-                policy_args::quote(command),
-            ]);
-            Some(parts.join(" "))
+            let run = policy_args::self_command(&["run"], &args.policy, &project)?;
+            Some(format!("{run} -- bash -c {}", policy_args::quote(command)))
         }
         None => None,
     };

@@ -6,7 +6,7 @@ use anyhow::{Context, bail};
 use serde_json::{Value, json};
 
 use crate::args::InstallArgs;
-use crate::policy_args::{flags_for_shell, quote};
+use crate::policy_args::{absolute, self_command};
 use crate::{ExitStatus, output};
 
 /// The events the hook answers.
@@ -14,16 +14,9 @@ const EVENTS: &[&str] = &["PreToolUse", "PermissionRequest"];
 
 pub(crate) fn claude(args: InstallArgs, json_out: bool) -> anyhow::Result<ExitStatus> {
     let cwd = std::env::current_dir().context("cannot read the current directory")?;
-    let abs = |p: &Path| {
-        if p.is_absolute() {
-            p.to_path_buf()
-        } else {
-            cwd.join(p)
-        }
-    };
     let settings = match (&args.settings, &args.policy.worktree) {
-        (Some(s), _) => abs(s),
-        (None, Some(w)) => abs(w).join(".claude/settings.json"),
+        (Some(s), _) => absolute(&cwd, s),
+        (None, Some(w)) => absolute(&cwd, w).join(".claude/settings.json"),
         (None, None) => cwd.join(".claude/settings.json"),
     };
     // The hook must find the same policy wherever Claude Code runs it: check that it resolves now, and
@@ -62,14 +55,10 @@ pub(crate) fn claude(args: InstallArgs, json_out: bool) -> anyhow::Result<ExitSt
 
 /// `'/abs/stockade' hook claude --project '/abs' --agent 'a1' --policy '/abs/p.toml' ... || exit 2`.
 fn hook_command(args: &InstallArgs, base: &Path) -> anyhow::Result<String> {
-    let exe = std::env::current_exe().context("cannot find stockade's own path")?;
-    let mut parts = vec![
-        quote(&exe.to_string_lossy()),
-        "hook".into(),
-        "claude".into(),
-    ];
-    parts.extend(flags_for_shell(&args.policy, base));
-    Ok(format!("{} || exit 2", parts.join(" ")))
+    Ok(format!(
+        "{} || exit 2",
+        self_command(&["hook", "claude"], &args.policy, base)?
+    ))
 }
 
 /// Whether a hook entry is one stockade installed (so a new install replaces it instead of adding).
@@ -137,6 +126,6 @@ mod tests {
         assert_eq!(doc["hooks"]["PreToolUse"].as_array().unwrap().len(), 2);
         assert_eq!(doc["hooks"]["PermissionRequest"][0]["matcher"], "*");
         assert!(merge(&mut json!([1]), cmd, 10).is_err());
-        assert_eq!(quote("a'b"), r"'a'\''b'");
+        assert_eq!(crate::policy_args::quote("a'b"), r"'a'\''b'");
     }
 }

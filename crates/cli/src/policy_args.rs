@@ -51,7 +51,7 @@ pub(crate) fn variables(args: &PolicyArgs) -> anyhow::Result<Variables> {
     Ok(vars)
 }
 
-fn absolute(cwd: &Path, p: &Path) -> PathBuf {
+pub(crate) fn absolute(cwd: &Path, p: &Path) -> PathBuf {
     if p.is_absolute() {
         p.to_path_buf()
     } else {
@@ -148,4 +148,18 @@ pub(crate) fn flags_for_shell(args: &PolicyArgs, base: &Path) -> Vec<String> {
         }
     }
     out
+}
+
+/// A shell command line running this stockade binary with `words` (a subcommand) and the same policy
+/// flags: the installed hook and the sandboxed rewrite of a Bash call are both built here.
+pub(crate) fn self_command(
+    words: &[&str],
+    args: &PolicyArgs,
+    base: &Path,
+) -> anyhow::Result<String> {
+    let exe = std::env::current_exe().context("cannot find stockade's own path")?;
+    let mut parts = vec![quote(&exe.to_string_lossy())];
+    parts.extend(words.iter().map(|w| (*w).to_string()));
+    parts.extend(flags_for_shell(args, base));
+    Ok(parts.join(" "))
 }

@@ -189,17 +189,10 @@ pub fn judge(policy: &ResolvedPolicy, input: &HookInput) -> Judgement {
             Err(e) => return deny(tool, format!("{field} '{written}' cannot be resolved: {e}")),
         };
         let decision = policy.decide(&path, access);
-        let Some(d) = policy.denial(&path, access, decision) else {
-            touches.push(Touch {
-                field,
-                written,
-                path,
-                access,
-                decision,
-            });
-            continue;
-        };
-        let reason = format!("{tool} {field} '{written}': {d}");
+        let denial = policy.denial(&path, access, decision);
+        let reason = denial
+            .as_ref()
+            .map(|d| format!("{tool} {field} '{written}': {d}"));
         touches.push(Touch {
             field,
             written,
@@ -207,6 +200,9 @@ pub fn judge(policy: &ResolvedPolicy, input: &HookInput) -> Judgement {
             access,
             decision,
         });
+        let (Some(d), Some(reason)) = (denial, reason) else {
+            continue;
+        };
         return Judgement {
             tool: tool.to_string(),
             verdict: Verdict::Deny { reason },
