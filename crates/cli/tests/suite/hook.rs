@@ -581,7 +581,6 @@ set -e
 cd "$WT"
 echo change > mine.txt && git add mine.txt && git -c user.name=a -c user.email=b commit -qm "agent commit" 2>/dev/null
 echo log >> ../../../logs/a1.log
-try() { if sh -c "$2" 2>/dev/null; then echo "ESCAPED $1"; else echo "held $1"; fi; }
 try main-write 'echo x >> ../../../../README.md'
 try main-read 'cat ../../../../README.md'
 try other-agent 'ls ../../a10/worktree'
@@ -603,7 +602,7 @@ try hooks 'echo x > ../../../../.git/hooks/pre-commit'
             "--",
             "sh",
             "-c",
-            script,
+            &format!("{TRY}{script}"),
         ])
         .run();
     out.ok()

@@ -32,7 +32,6 @@ both_users! {
     fn read_only_scope_prevents_every_modification(d) {
         d.write("work/f.txt", "original\n").mkdir("work/dir");
         let script = r#"
-try() { if sh -c "$2" 2>/dev/null; then echo "ESCAPED $1"; else echo "held $1"; fi; }
 cat f.txt
 try create 'echo x > new.txt'
 try modify 'echo x >> f.txt'
@@ -48,7 +47,7 @@ try xattr 'python3 -c "import os; os.setxattr(\"f.txt\", \"user.x\", b\"1\")"'
 try symlink 'ln -s /etc/passwd link'
 try hardlink 'ln f.txt hard'
 "#;
-        let out = d.sh(&["--profile", "read-only"], script);
+        let out = d.sh(&["--profile", "read-only"], &format!("{TRY}{script}"));
         out.ok().stdout_has("original").stdout_lacks("ESCAPED");
         assert_eq!(out.stdout.matches("held").count(), 13, "{}", out.stdout);
         assert_eq!(d.read("work/f.txt").as_deref(), Some("original\n"));
@@ -65,7 +64,6 @@ both_users! {
         assert!(git.success());
         d.chown_all();
         let script = r#"
-try() { if sh -c "$2" 2>/dev/null; then echo "ESCAPED $1"; else echo "held $1"; fi; }
 try hook 'echo evil > .git/hooks/pre-commit'
 try config 'echo "[core] hooksPath = /tmp" >> .git/config'
 try config-replace 'echo x > c && mv c .git/config'
@@ -76,7 +74,7 @@ try claude 'mkdir -p .claude/x && echo {} > .claude/settings.json'
 try vscode 'echo {} > .vscode/tasks.json'
 echo ok > .git/description && echo wrote-git-internals
 "#;
-        let out = d.sh(&[], script);
+        let out = d.sh(&[], &format!("{TRY}{script}"));
         out.ok().stdout_lacks("ESCAPED").stdout_has("wrote-git-internals");
         assert_eq!(out.stdout.matches("held").count(), 8, "{}", out.stdout);
         assert!(!exists(&d.path("work/.git/hooks/pre-commit")));

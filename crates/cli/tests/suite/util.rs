@@ -394,3 +394,8 @@ pub(super) fn wait_sleeping(arg: &str, want: bool, secs: u64) -> bool {
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
 }
+
+/// A shell function for escape scripts: `try NAME 'COMMAND'` prints `held NAME` when the command fails and
+/// `ESCAPED NAME` when it succeeds.
+pub(super) const TRY: &str =
+    "try() { if sh -c \"$2\" 2>/dev/null; then echo \"ESCAPED $1\"; else echo \"held $1\"; fi; }\n";
