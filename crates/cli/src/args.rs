@@ -43,6 +43,13 @@ pub(crate) enum Command {
         #[arg(value_enum)]
         which: SchemaKind,
     },
+    /// Confined file tools from the command line (the same code the MCP server runs).
+    Fs {
+        #[command(subcommand)]
+        tool: FsCommand,
+    },
+    /// Serve the confined file tools over MCP (stdio), for Claude Code's .mcp.json and other MCP clients.
+    Mcp(FsRootArgs),
     /// Built-in profiles.
     Profile {
         #[command(subcommand)]
@@ -90,6 +97,170 @@ pub(crate) struct HookArgs {
 pub(crate) enum SchemaKind {
     /// The policy file (TOML).
     Policy,
+    /// The file tools' context (`workingDirectory`, `environment`, `group`, `technology`).
+    FsContext,
+}
+
+/// The directory the file tools are confined to, and the policy inside it.
+#[derive(Debug, Args, Clone)]
+#[command(group = clap::ArgGroup::new("where").required(true).args(["root", "repos_path"]))]
+pub(crate) struct FsRootArgs {
+    /// The directory the tools are confined to (granted read; see --write).
+    #[arg(long, value_name = "DIR")]
+    pub(crate) root: Option<PathBuf>,
+    /// The seed's context: the root is REPOS/GROUP/TECHNOLOGY and every path must be relative.
+    #[arg(long, value_name = "REPOS", requires_all = ["group", "technology"], conflicts_with = "root")]
+    pub(crate) repos_path: Option<PathBuf>,
+    /// The technology group (one path component).
+    #[arg(long, value_name = "NAME", requires = "repos_path")]
+    pub(crate) group: Option<String>,
+    /// The technology, i.e. the repository (one path component).
+    #[arg(long, value_name = "NAME", requires = "repos_path")]
+    pub(crate) technology: Option<String>,
+    /// The optional environment identifier of the context.
+    #[arg(long, value_name = "NAME", requires = "repos_path")]
+    pub(crate) environment: Option<String>,
+    /// Grant write beneath the root (the write tools are offered only where something is writable).
+    #[arg(long)]
+    pub(crate) write: bool,
+    /// Refuse absolute paths even inside the root (always so with --repos-path).
+    #[arg(long)]
+    pub(crate) relative_only: bool,
+    /// A policy whose scopes apply inside the root too (deny, read-only, write grants).
+    #[command(flatten)]
+    pub(crate) policy: PolicyArgs,
+}
+
+/// Walk flags shared by `fs find` and `fs grep`.
+#[derive(Debug, Args, Clone)]
+pub(crate) struct WalkArgs {
+    /// Directory (or, for grep, file) to start from, relative to the root.
+    #[arg(long, value_name = "PATH", default_value = ".")]
+    pub(crate) path: String,
+    /// Levels below the start (1: its entries only).
+    #[arg(long, value_name = "N")]
+    pub(crate) max_depth: Option<usize>,
+    /// Stop after this many results.
+    #[arg(long, value_name = "N", default_value_t = 1000)]
+    pub(crate) max_results: usize,
+    /// Include names starting with `.` (`.git` is never entered).
+    #[arg(long)]
+    pub(crate) hidden: bool,
+    /// Do not honour .gitignore and .ignore files.
+    #[arg(long)]
+    pub(crate) no_ignore: bool,
+}
+
+#[derive(Debug, Subcommand)]
+pub(crate) enum FsCommand {
+    /// List a directory.
+    List {
+        #[command(flatten)]
+        root: FsRootArgs,
+        /// Relative to the root.
+        #[arg(default_value = ".")]
+        path: String,
+    },
+    /// Print a text file, or a line range of it.
+    Read {
+        #[command(flatten)]
+        root: FsRootArgs,
+        /// Relative to the root.
+        path: String,
+        /// Lines START:END (1-based, inclusive; either side may be empty).
+        #[arg(long, value_name = "START:END")]
+        lines: Option<String>,
+        /// Cap on bytes printed.
+        #[arg(long, value_name = "N", default_value_t = stockade_fs::DEFAULT_MAX_READ_BYTES)]
+        max_bytes: u64,
+    },
+    /// Find paths matching globs.
+    Find {
+        #[command(flatten)]
+        root: FsRootArgs,
+        /// Globs relative to the root (`src/**/*.rs`, `*.toml`); none: everything.
+        patterns: Vec<String>,
+        #[command(flatten)]
+        walk: WalkArgs,
+    },
+    /// Search file contents (like rg, confined).
+    Grep {
+        #[command(flatten)]
+        root: FsRootArgs,
+        /// A regular expression (or text with -F).
+        pattern: String,
+        /// Only files matching this glob (repeatable).
+        #[arg(long, value_name = "GLOB")]
+        glob: Vec<String>,
+        /// Treat the pattern as literal text.
+        #[arg(short = 'F', long)]
+        fixed_strings: bool,
+        /// Ignore case.
+        #[arg(short = 'i', long)]
+        ignore_case: bool,
+        /// Ignore case unless the pattern has an uppercase letter.
+        #[arg(short = 'S', long)]
+        smart_case: bool,
+        /// Lines of context around each match.
+        #[arg(short = 'C', long, value_name = "N", default_value_t = 0)]
+        context: usize,
+        #[command(flatten)]
+        walk: WalkArgs,
+    },
+    /// Metadata of a path.
+    Info {
+        #[command(flatten)]
+        root: FsRootArgs,
+        /// Relative to the root.
+        path: String,
+    },
+    /// The tree beneath a directory.
+    Tree {
+        #[command(flatten)]
+        root: FsRootArgs,
+        /// Relative to the root.
+        #[arg(default_value = ".")]
+        path: String,
+        /// Levels to show.
+        #[arg(long, value_name = "N", default_value_t = 3)]
+        depth: usize,
+    },
+    /// Write stdin to a file (needs --write or a policy granting write).
+    Write {
+        #[command(flatten)]
+        root: FsRootArgs,
+        /// Relative to the root.
+        path: String,
+    },
+    /// Replace text in a file: --old must occur exactly once.
+    Edit {
+        #[command(flatten)]
+        root: FsRootArgs,
+        /// Relative to the root.
+        path: String,
+        /// Text to find.
+        #[arg(long)]
+        old: String,
+        /// Text to put in its place.
+        #[arg(long)]
+        new: String,
+    },
+    /// Create a directory and its missing parents.
+    Mkdir {
+        #[command(flatten)]
+        root: FsRootArgs,
+        /// Relative to the root.
+        path: String,
+    },
+    /// Move or rename; the destination must not exist.
+    Mv {
+        #[command(flatten)]
+        root: FsRootArgs,
+        /// What to move.
+        source: String,
+        /// Where to.
+        destination: String,
+    },
 }
 
 #[derive(Debug, Subcommand)]

@@ -3,6 +3,7 @@
 mod args;
 mod audit_cmd;
 mod explain;
+mod fs_cmd;
 mod hook;
 mod install;
 mod output;
@@ -78,6 +79,14 @@ fn main() -> ExitCode {
             output::json_pretty(&stockade_policy::policy_schema());
             Ok(ExitStatus::Success)
         }
+        Command::Schema {
+            which: SchemaKind::FsContext,
+        } => {
+            output::json_pretty(&stockade_fs::context_schema());
+            Ok(ExitStatus::Success)
+        }
+        Command::Fs { tool } => fs_cmd::fs(tool, cli.json, &audit),
+        Command::Mcp(args) => fs_cmd::mcp(args, &audit),
         Command::Profile {
             action: ProfileAction::List,
         } => {

@@ -79,6 +79,7 @@ impl Default for ReadOptions {
 
 /// A file's text, or the requested lines of it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
 pub struct FileContent {
     /// Relative to the root, as resolved.
     pub path: String,
@@ -96,6 +97,7 @@ pub struct FileContent {
 
 /// One entry of a directory listing.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
 pub struct DirEntry {
     /// The entry's name.
     pub name: String,
@@ -108,6 +110,7 @@ pub struct DirEntry {
 
 /// A directory's entries, sorted by name; entries the policy denies are left out.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
 pub struct Listing {
     /// Relative to the root, as resolved.
     pub path: String,
@@ -121,6 +124,7 @@ pub struct Listing {
 
 /// Metadata of one path.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
 pub struct FileInfo {
     /// Relative to the root, as resolved (symlinks inside the root followed).
     pub path: String,
@@ -138,6 +142,7 @@ pub struct FileInfo {
 
 /// A node of [`Root::directory_tree`].
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
 pub struct TreeNode {
     /// The entry's name (`.` for the start).
     pub name: String,
@@ -150,6 +155,7 @@ pub struct TreeNode {
 
 /// A whole tree, with whether a cap cut it short.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
 pub struct Tree {
     /// Relative to the root, as resolved.
     pub path: String,

@@ -75,6 +75,7 @@ pub struct FindOptions {
 
 /// A found path.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
 pub struct Found {
     /// Relative to the root.
     pub path: String,
@@ -84,6 +85,7 @@ pub struct Found {
 
 /// The answer of [`Root::find_files`], sorted by path.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
 pub struct FindResult {
     /// What matched.
     pub matches: Vec<Found>,
@@ -114,6 +116,7 @@ pub struct GrepOptions {
 
 /// One matching line.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
 pub struct GrepMatch {
     /// Relative to the root.
     pub path: String,
@@ -131,6 +134,7 @@ pub struct GrepMatch {
 
 /// The answer of [`Root::grep`], sorted by path and line.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
 pub struct GrepResult {
     /// What matched.
     pub matches: Vec<GrepMatch>,

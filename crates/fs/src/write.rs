@@ -34,6 +34,7 @@ pub struct Edit {
 
 /// What a write did.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
 pub struct WriteOutcome {
     /// Relative to the root.
     pub path: String,

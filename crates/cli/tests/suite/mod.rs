@@ -1,4 +1,5 @@
 mod audit_explain;
+mod fs_tools;
 mod hook;
 mod run_env;
 mod run_fs;
