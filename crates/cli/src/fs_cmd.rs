@@ -202,7 +202,7 @@ fn run_tool(
         FsCommand::List { path, .. } => (
             "list_directory",
             (|| {
-                let listing = root.list_directory(path, stockade_fs::DEFAULT_MAX_ENTRIES)?;
+                let listing = root.list_directory(path, stockade_fs::DEFAULT_MAX_ENTRIES, json)?;
                 print(
                     &|| serde_json::to_value(&listing).unwrap_or_default(),
                     &|| {

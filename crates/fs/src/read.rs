@@ -5,7 +5,7 @@ use std::io::{BufRead, BufReader, Read};
 use std::os::fd::{AsFd, OwnedFd};
 use std::path::Path;
 
-use rustix::fs::{AtFlags, Dir, FileType, OFlags};
+use rustix::fs::{AtFlags, FileType, OFlags, RawDir};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use stockade_policy::Access;
@@ -103,7 +103,7 @@ pub struct DirEntry {
     pub name: String,
     /// What it is.
     pub kind: EntryKind,
-    /// Size in bytes, for files.
+    /// Size in bytes, for files, when asked for.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub size: Option<u64>,
 }
@@ -241,8 +241,14 @@ impl Root {
         paths.iter().map(|p| self.read_file(p, options)).collect()
     }
 
-    /// Lists a directory; entries the policy denies are left out and counted in `hidden`.
-    pub fn list_directory(&self, path: &str, max_entries: usize) -> Result<Listing, FsError> {
+    /// Lists a directory; entries the policy denies are left out and counted in `hidden`. File sizes cost
+    /// a `stat` per entry, so they are filled in only `with_sizes`.
+    pub fn list_directory(
+        &self,
+        path: &str,
+        max_entries: usize,
+        with_sizes: bool,
+    ) -> Result<Listing, FsError> {
         let relative = self.relative(path)?;
         let opened = self.open_beneath(path, &relative, OFlags::RDONLY | OFlags::DIRECTORY)?;
         self.check(path, &opened.real, Access::Read)?;
@@ -262,7 +268,7 @@ impl Root {
                 return false;
             }
             let kind = EntryKind::of(file_type);
-            let size = (kind == EntryKind::File)
+            let size = (with_sizes && kind == EntryKind::File)
                 .then(|| rustix::fs::statat(&opened.fd, name, AtFlags::SYMLINK_NOFOLLOW).ok())
                 .flatten()
                 .map(|st| u64::try_from(st.st_size).unwrap_or(0));
@@ -392,15 +398,17 @@ impl Root {
 
 use std::os::unix::ffi::OsStrExt;
 
-/// Calls `visit(name, type)` for each entry except `.` and `..`, until it returns `false`.
+/// Calls `visit(name, type)` for each entry except `.` and `..`, until it returns `false`. Reads from the
+/// descriptor's current offset (callers pass freshly opened directories) without duplicating it.
 pub(crate) fn for_each_entry(
     root: &Root,
     shown: &str,
     dir: &OwnedFd,
     mut visit: impl FnMut(&std::ffi::CStr, FileType) -> bool,
 ) -> Result<(), FsError> {
-    let entries = Dir::read_from(dir.as_fd()).map_err(|e| root.io(shown, e.into()))?;
-    for entry in entries {
+    let mut buf = [std::mem::MaybeUninit::<u8>::uninit(); 16 * 1024];
+    let mut entries = RawDir::new(dir.as_fd(), &mut buf);
+    while let Some(entry) = entries.next() {
         let entry = entry.map_err(|e| root.io(shown, e.into()))?;
         let name = entry.file_name();
         if name.to_bytes() == b"." || name.to_bytes() == b".." {

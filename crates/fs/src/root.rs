@@ -327,6 +327,13 @@ impl Root {
                 path: shown.to_string(),
                 root: self.canonical.clone(),
             },
+            Errno::NOSYS => self.io(
+                shown,
+                std::io::Error::other(
+                    "the kernel has no openat2 (Linux 5.6 or later is needed to open beneath the root; \
+                     under valgrind or a seccomp filter that blocks it, the file tools refuse rather than open by name)",
+                ),
+            ),
             Errno::NXIO => FsError::NotAFile {
                 path: shown.to_string(),
                 kind: "socket",

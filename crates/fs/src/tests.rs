@@ -349,7 +349,9 @@ fn deny_globs_hold_for_every_tool() {
     }
     assert_eq!(code(root.write_file("new/.env", "x")), "not-found");
     assert_eq!(code(root.write_file(".env.d/../.env", "x")), "not-found");
-    let listing = root.list_directory(".", DEFAULT_MAX_ENTRIES).unwrap();
+    let listing = root
+        .list_directory(".", DEFAULT_MAX_ENTRIES, false)
+        .unwrap();
     assert!(listing.entries.iter().all(|e| e.name != ".env"));
     assert_eq!(listing.hidden, 1);
     let found = root
@@ -623,7 +625,7 @@ fn grep_finds_lines_with_context_and_respects_its_options() {
 fn listing_and_tree_show_entries_with_caps() {
     let f = fixture();
     let root = open(&f, false);
-    let listing = root.list_directory("src", 100).unwrap();
+    let listing = root.list_directory("src", 100, true).unwrap();
     let names: Vec<_> = listing
         .entries
         .iter()
@@ -637,9 +639,9 @@ fn listing_and_tree_show_entries_with_caps() {
         ]
     );
     assert_eq!(listing.entries[0].size, Some(42));
-    assert!(root.list_directory(".", 2).unwrap().truncated);
+    assert!(root.list_directory(".", 2, false).unwrap().truncated);
     assert_eq!(
-        code(root.list_directory("README.md", 10)),
+        code(root.list_directory("README.md", 10, false)),
         "not-a-directory"
     );
     let tree = root.directory_tree(".", 1, 1000).unwrap();

@@ -4,8 +4,9 @@
 //! not allow. The write tools (`write_file`, `edit_file`, `create_directory`, `move_file`) are listed only
 //! when something beneath the root is writable. Failures are tool errors (`isError: true`) with a message
 //! that says why and a structured `{error, message, path, rule, fix}`; the server itself never fails a call.
+//! Results are text content plus structured content; for `read_file` the text is the file and the
+//! structured content its metadata (path, line range, size, truncated), so the text is not sent twice.
 
-use std::borrow::Cow;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -174,6 +175,17 @@ struct MoveArgs {
     destination: String,
 }
 
+#[derive(Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct ListArgs {
+    /// Directory, relative to the root (default: the root).
+    #[serde(default = "dot")]
+    path: String,
+    /// Also give each file's size (one stat per entry).
+    #[serde(default)]
+    with_sizes: bool,
+}
+
 fn dot() -> String {
     ".".to_string()
 }
@@ -208,6 +220,18 @@ fn args<T: DeserializeOwned>(arguments: Option<JsonObject>) -> Result<T, FsError
     })
 }
 
+/// A read's structured content: everything but the text, which is the text content already (sending it
+/// twice would double every response).
+fn metadata(content: &stockade_fs::FileContent) -> Value {
+    json!({
+        "path": content.path,
+        "startLine": content.start_line,
+        "endLine": content.end_line,
+        "size": content.size,
+        "truncated": content.truncated,
+    })
+}
+
 fn cap(value: Option<usize>, default: usize, max: usize) -> usize {
     value.unwrap_or(default).min(max)
 }
@@ -236,9 +260,9 @@ impl FsServer {
     /// The tools offered: the read tools always, the write tools only where something is writable.
     pub fn tools(&self) -> Vec<Tool> {
         let mut tools = vec![
-            tool::<PathArgs>(
+            tool::<ListArgs>(
                 "list_directory",
-                "List a directory's entries (name, kind, size). Entries the policy denies are left out.",
+                "List a directory's entries: one per line, directories ending in `/`, links in `@` (sizes with withSizes). Entries the policy denies are left out.",
                 true,
             ),
             tool::<ReadArgs>(
@@ -363,9 +387,29 @@ impl FsServer {
         };
         match name {
             "list_directory" => {
-                let a: PathArgs = args(arguments)?;
-                let listing = root.list_directory(&a.path, stockade_fs::DEFAULT_MAX_ENTRIES)?;
-                json(&listing)
+                let a: ListArgs = args(arguments)?;
+                let listing =
+                    root.list_directory(&a.path, stockade_fs::DEFAULT_MAX_ENTRIES, a.with_sizes)?;
+                let mut text = String::new();
+                for entry in &listing.entries {
+                    text.push_str(&entry.name);
+                    match entry.kind {
+                        EntryKind::Directory => text.push('/'),
+                        EntryKind::Symlink => text.push('@'),
+                        _ => {}
+                    }
+                    if let Some(size) = entry.size {
+                        text.push_str(&format!(" ({size} bytes)"));
+                    }
+                    text.push('\n');
+                }
+                if listing.hidden > 0 {
+                    text.push_str(&format!(
+                        "({} entries hidden by the policy)\n",
+                        listing.hidden
+                    ));
+                }
+                Ok((text, serde_json::to_value(&listing).unwrap_or_default()))
             }
             "read_file" => {
                 let a: ReadArgs = args(arguments)?;
@@ -378,8 +422,7 @@ impl FsServer {
                         .min(MAX_BYTES_CAP),
                 };
                 let content = root.read_file(&a.path, options)?;
-                let structured = serde_json::to_value(&content).unwrap_or_default();
-                Ok((content.content, structured))
+                Ok((content.content.clone(), metadata(&content)))
             }
             "read_multiple_files" => {
                 let a: ReadManyArgs = args(arguments)?;
@@ -400,7 +443,7 @@ impl FsServer {
                     match result {
                         Ok(content) => {
                             text.push_str(&format!("{}:\n{}\n", content.path, content.content));
-                            files.push(serde_json::to_value(&content).unwrap_or_default());
+                            files.push(metadata(&content));
                         }
                         Err(error) => {
                             if error.is_refusal()
@@ -496,13 +539,14 @@ impl FsServer {
 
     /// Serves MCP over this process's stdin and stdout until the client closes them.
     pub fn serve_stdio(self) -> std::io::Result<()> {
-        let runtime = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
+        // One thread: a request is read, answered and written without waking another thread, which is
+        // most of a small call's cost. Calls are bounded by the walk and size caps, so one at a time is fine.
+        let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()?;
         runtime.block_on(async move {
             let running = self
-                .serve(rmcp::transport::stdio())
+                .serve(rmcp::transport::io::stdio_pipes())
                 .await
                 .map_err(|e| std::io::Error::other(format!("MCP initialization failed: {e}")))?;
             running
@@ -553,13 +597,11 @@ impl ServerHandler for FsServer {
         request: CallToolRequestParams,
         _context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, rmcp::ErrorData> {
-        let server = self.clone();
-        let name: Cow<'static, str> = request.name;
-        let arguments = request.arguments;
-        // File work blocks; keep it off the protocol's threads.
-        let result = tokio::task::spawn_blocking(move || server.call(&name, arguments))
-            .await
-            .map_err(|e| rmcp::ErrorData::internal_error(format!("tool task failed: {e}"), None))?;
+        // Run in place on the server's one thread (see `serve_stdio`).
+        let result = self.call(&request.name, request.arguments);
         Ok(CallToolResponse::Complete(result))
     }
 }
+
+#[cfg(test)]
+mod tests;

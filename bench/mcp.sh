@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# MCP read_file and list_directory round trips per second: `stockade mcp` against the reference server
+# @modelcontextprotocol/server-filesystem (npm), on the same directory, through real stdio, driven by the
+# same small Rust client (crates/mcp/examples/mcp_rtt.rs) so the client's own cost is small and equal.
+#   bench/mcp.sh [CALLS]
+# Runs with 1 request in flight (an agent's pattern) and with 8. The reference server is installed into
+# target/mcp-reference with npm when it is missing. Results go to bench/results/mcp.txt.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+calls=${1:-10000}
+cargo build --release --quiet
+cargo build --release --quiet -p stockade-mcp --example mcp_rtt
+stockade=$PWD/target/release/stockade
+client=$PWD/target/release/examples/mcp_rtt
+ref=$PWD/target/mcp-reference
+if [ ! -f "$ref/node_modules/@modelcontextprotocol/server-filesystem/dist/index.js" ]; then
+  mkdir -p "$ref" && (cd "$ref" && npm install --silent @modelcontextprotocol/server-filesystem >/dev/null)
+fi
+refjs=$ref/node_modules/@modelcontextprotocol/server-filesystem/dist/index.js
+refversion=$(node -p "require('$ref/node_modules/@modelcontextprotocol/server-filesystem/package.json').version")
+dir=$(mktemp -d "$PWD/target/mcp-bench.XXXXXX")
+trap 'rm -rf "$dir"' EXIT
+# 11 source files of 2-25 KB: what an agent reads.
+cp crates/fs/src/*.rs "$dir"/ && cp crates/mcp/src/lib.rs "$dir"/mcp_lib.rs && cp crates/mcp/src/tests.rs "$dir"/mcp_tests.rs
+mkdir -p bench/results
+{
+  echo "# $(date -u +%FT%TZ) calls=$calls, $(ls "$dir" | wc -l) files in the listed directory"
+  for window in 1 8; do
+    echo "## window $window: stockade mcp"
+    "$client" "$calls" "$window" "$dir" -- "$stockade" --audit-log /dev/null mcp --root "$dir"
+    echo "## window $window: @modelcontextprotocol/server-filesystem $refversion"
+    "$client" "$calls" "$window" "$dir" -- node "$refjs" "$dir"
+  done
+} | tee bench/results/mcp.txt
