@@ -50,6 +50,16 @@ pub(crate) enum Command {
     },
     /// Serve the confined file tools over MCP (stdio), for Claude Code's .mcp.json and other MCP clients.
     Mcp(FsRootArgs),
+    /// Read untrusted files (other projects' content) in a confined reader; print only the references
+    /// whose provenance checks out, as JSON.
+    Quarantine(QuarantineArgs),
+    /// The built-in deterministic reader: print the references in FILES as a JSON array (run confined by
+    /// `stockade quarantine`; running it directly confines nothing).
+    #[command(hide = true)]
+    Extract {
+        /// Files to read.
+        files: Vec<PathBuf>,
+    },
     /// Built-in profiles.
     Profile {
         #[command(subcommand)]
@@ -99,6 +109,42 @@ pub(crate) enum SchemaKind {
     Policy,
     /// The file tools' context (`workingDirectory`, `environment`, `group`, `technology`).
     FsContext,
+    /// The quarantine reader's tool profile (JSON).
+    Profile,
+    /// A reference a quarantined reader reports.
+    TypedReference,
+}
+
+/// Which built-in reader `stockade quarantine` runs.
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub(crate) enum ReaderKind {
+    /// stockade's deterministic reader (no model; URLs, paths, packages, ... with provenance).
+    Extract,
+    /// The seed's `k cross-project FILES`.
+    K,
+    /// Claude Code in print mode, restricted to the profile's tools.
+    Claude,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct QuarantineArgs {
+    /// The untrusted files.
+    pub(crate) files: Vec<PathBuf>,
+    /// The reader.
+    #[arg(long, value_enum, default_value = "extract")]
+    pub(crate) reader: ReaderKind,
+    /// Any reader program instead (it gets the files as arguments and prints a JSON array).
+    #[arg(long, value_name = "PROGRAM", conflicts_with = "reader")]
+    pub(crate) command: Option<String>,
+    /// A cross-project profile (JSON; default: the built-in `cross-project`).
+    #[arg(long = "profile", value_name = "FILE")]
+    pub(crate) profile_file: Option<PathBuf>,
+    /// Time limit for the reader (30s, 2m).
+    #[arg(long, value_name = "DURATION", default_value = "30s")]
+    pub(crate) timeout: String,
+    /// Cap on the reader's stdout.
+    #[arg(long, value_name = "SIZE", default_value = "1MiB")]
+    pub(crate) max_output: String,
 }
 
 /// The directory the file tools are confined to, and the policy inside it.
@@ -269,6 +315,11 @@ pub(crate) enum ProfileAction {
     List,
     /// Print the built-in profiles' source (the lines `explain` refers to).
     Show,
+    /// Check a quarantine (cross-project) profile file; every problem names its field.
+    Validate {
+        /// The JSON profile.
+        file: PathBuf,
+    },
 }
 
 /// Which policy, and scopes added on top of it.

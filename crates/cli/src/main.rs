@@ -8,6 +8,7 @@ mod hook;
 mod install;
 mod output;
 mod policy_args;
+mod quarantine_cmd;
 mod run;
 
 use std::process::ExitCode;
@@ -85,6 +86,23 @@ fn main() -> ExitCode {
             output::json_pretty(&stockade_fs::context_schema());
             Ok(ExitStatus::Success)
         }
+        Command::Schema {
+            which: SchemaKind::Profile,
+        } => {
+            output::json_pretty(&stockade_quarantine::profile_schema());
+            Ok(ExitStatus::Success)
+        }
+        Command::Schema {
+            which: SchemaKind::TypedReference,
+        } => {
+            output::json_pretty(&stockade_quarantine::reference_schema());
+            Ok(ExitStatus::Success)
+        }
+        Command::Quarantine(args) => quarantine_cmd::quarantine(args, &audit),
+        Command::Extract { files } => Ok(quarantine_cmd::extract(&files)),
+        Command::Profile {
+            action: ProfileAction::Validate { file },
+        } => quarantine_cmd::validate(&file, cli.json),
         Command::Fs { tool } => fs_cmd::fs(tool, cli.json, &audit),
         Command::Mcp(args) => fs_cmd::mcp(args, &audit),
         Command::Profile {

@@ -1,0 +1,283 @@
+//! Typed references and the provenance gate (the seed's `validateProvenance`).
+//!
+//! The gate is what makes the flow one-way. A reference passes only if it is *literally in the source*: its
+//! file is one of the input files, its line exists, its quote appears verbatim on that line, and its value
+//! appears verbatim in its quote; sizes and characters are within limits. Nothing the reader invents, and no
+//! instruction it was fed, reaches the privileged agent unless those exact bytes were in an input file, and
+//! then only as a typed value with its place.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use crate::error::QuarantineError;
+
+/// Longest `value` accepted, in bytes.
+pub const MAX_VALUE_BYTES: usize = 2048;
+/// Longest `quote` accepted, in bytes.
+pub const MAX_QUOTE_BYTES: usize = 4096;
+/// Largest input file the gate loads.
+pub const MAX_SOURCE_BYTES: u64 = 64 * 1024 * 1024;
+
+/// What a reference names. A closed set: anything else is rejected.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum ReferenceKind {
+    /// An `http`, `https` or `ftp` URL.
+    Url,
+    /// An e-mail address.
+    Email,
+    /// A file or directory path.
+    Path,
+    /// A package name (npm, crates.io, PyPI, ...).
+    Package,
+    /// A source repository (`github.com/owner/repo`, a git URL).
+    Repository,
+    /// A version or version requirement.
+    Version,
+}
+
+/// Where a reference was found.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Source {
+    /// The input file, as given to the reader (or absolute, or canonical).
+    pub file: String,
+    /// 1-based line number.
+    pub line: usize,
+    /// Text copied verbatim from that line, containing the value.
+    pub quote: String,
+}
+
+/// One reference the reader reports.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct TypedReference {
+    /// What it is.
+    pub kind: ReferenceKind,
+    /// The value itself.
+    pub value: String,
+    /// Where it is.
+    pub source: Source,
+}
+
+/// A reference the gate refused, and why.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Rejected {
+    /// 0-based position in the reader's output.
+    pub index: usize,
+    /// The reference as the reader wrote it (cut to 1 KiB).
+    pub reference: String,
+    /// Why it was refused.
+    pub reason: String,
+}
+
+/// The input files, loaded once and indexed by line, under every name a reader may use for them.
+#[derive(Debug, Default)]
+pub struct SourceSet {
+    files: Vec<SourceFile>,
+    by_name: HashMap<String, usize>,
+}
+
+#[derive(Debug)]
+struct SourceFile {
+    canonical: PathBuf,
+    text: String,
+    /// Byte offset where each line starts.
+    line_starts: Vec<usize>,
+}
+
+impl SourceFile {
+    fn line(&self, number: usize) -> Option<&str> {
+        let start = *self.line_starts.get(number.checked_sub(1)?)?;
+        let end = self
+            .line_starts
+            .get(number)
+            .map_or(self.text.len(), |next| next.saturating_sub(1));
+        let line = self.text.get(start..end)?;
+        Some(line.strip_suffix('\r').unwrap_or(line))
+    }
+}
+
+impl SourceSet {
+    /// Loads `paths` (each canonicalised); a file that is not valid UTF-8 is read lossily.
+    pub fn load(paths: &[PathBuf]) -> Result<SourceSet, QuarantineError> {
+        let mut set = SourceSet::default();
+        for path in paths {
+            let io = |source| QuarantineError::Io {
+                path: path.clone(),
+                source,
+            };
+            let canonical = std::fs::canonicalize(path).map_err(io)?;
+            let size = std::fs::metadata(&canonical).map_err(io)?.len();
+            if size > MAX_SOURCE_BYTES {
+                return Err(QuarantineError::Input {
+                    path: path.clone(),
+                    reason: format!("{size} bytes is over the gate's limit of {MAX_SOURCE_BYTES}"),
+                });
+            }
+            let bytes = std::fs::read(&canonical).map_err(io)?;
+            set.add(
+                path,
+                canonical,
+                String::from_utf8_lossy(&bytes).into_owned(),
+            );
+        }
+        Ok(set)
+    }
+
+    /// Adds one file's text under its given and canonical names (tests, in-memory sources).
+    pub fn add(&mut self, given: &Path, canonical: PathBuf, text: String) {
+        let mut line_starts = vec![0];
+        line_starts.extend(
+            text.bytes()
+                .enumerate()
+                .filter(|&(_, b)| b == b'\n')
+                .map(|(i, _)| i + 1)
+                .filter(|&start| start < text.len()),
+        );
+        let index = self.files.len();
+        for name in [
+            given.to_string_lossy().into_owned(),
+            std::path::absolute(given)
+                .unwrap_or_else(|_| given.to_path_buf())
+                .to_string_lossy()
+                .into_owned(),
+            canonical.to_string_lossy().into_owned(),
+        ] {
+            self.by_name.entry(name).or_insert(index);
+        }
+        self.files.push(SourceFile {
+            canonical,
+            text,
+            line_starts,
+        });
+    }
+
+    /// How many files are loaded.
+    pub fn len(&self) -> usize {
+        self.files.len()
+    }
+
+    /// Whether none are.
+    pub fn is_empty(&self) -> bool {
+        self.files.is_empty()
+    }
+
+    /// Checks one reference; the reason says exactly which rule failed.
+    pub fn check(&self, reference: &TypedReference) -> Result<(), String> {
+        let value = &reference.value;
+        let quote = &reference.source.quote;
+        if value.is_empty() {
+            return Err("value is empty".to_string());
+        }
+        if value.len() > MAX_VALUE_BYTES {
+            return Err(format!(
+                "value is {} bytes, over {MAX_VALUE_BYTES}",
+                value.len()
+            ));
+        }
+        if quote.len() > MAX_QUOTE_BYTES {
+            return Err(format!(
+                "quote is {} bytes, over {MAX_QUOTE_BYTES}",
+                quote.len()
+            ));
+        }
+        if let Some(c) = value.chars().chain(quote.chars()).find(|&c| forbidden(c)) {
+            return Err(format!(
+                "contains the character U+{:04X} (control, bidirectional or invisible characters are refused)",
+                u32::from(c)
+            ));
+        }
+        let Some(&index) = self.by_name.get(&reference.source.file) else {
+            return Err(format!(
+                "source file {:?} is not one of the input files",
+                reference.source.file
+            ));
+        };
+        let file = &self.files[index];
+        let Some(line) = file.line(reference.source.line) else {
+            return Err(format!(
+                "line {} does not exist in {} ({} lines)",
+                reference.source.line,
+                file.canonical.display(),
+                file.line_starts.len()
+            ));
+        };
+        if !line.contains(quote.as_str()) {
+            return Err(format!(
+                "quote does not appear verbatim on line {} of {}",
+                reference.source.line,
+                file.canonical.display()
+            ));
+        }
+        if !quote.contains(value.as_str()) {
+            return Err("value does not appear in its quote".to_string());
+        }
+        Ok(())
+    }
+
+    /// The gate over a reader's parsed output: each element must be a well-formed [`TypedReference`] that
+    /// [`SourceSet::check`] accepts. Returns the valid ones (with `source.file` made canonical) and the
+    /// rejected ones with their reasons, in output order.
+    pub fn validate(&self, output: Vec<serde_json::Value>) -> (Vec<TypedReference>, Vec<Rejected>) {
+        let mut valid = Vec::new();
+        let mut rejected = Vec::new();
+        for (index, value) in output.into_iter().enumerate() {
+            let shown = || {
+                let mut text = value.to_string();
+                if text.len() > 1024 {
+                    let mut cut = 1024;
+                    while !text.is_char_boundary(cut) {
+                        cut -= 1;
+                    }
+                    text.truncate(cut);
+                    text.push('…');
+                }
+                text
+            };
+            let reference: TypedReference = match serde_json::from_value(value.clone()) {
+                Ok(r) => r,
+                Err(e) => {
+                    rejected.push(Rejected {
+                        index,
+                        reference: shown(),
+                        reason: format!("not a TypedReference: {e}"),
+                    });
+                    continue;
+                }
+            };
+            match self.check(&reference) {
+                Ok(()) => {
+                    let mut reference = reference;
+                    if let Some(&i) = self.by_name.get(&reference.source.file) {
+                        reference.source.file =
+                            self.files[i].canonical.to_string_lossy().into_owned();
+                    }
+                    valid.push(reference);
+                }
+                Err(reason) => rejected.push(Rejected {
+                    index,
+                    reference: shown(),
+                    reason,
+                }),
+            }
+        }
+        (valid, rejected)
+    }
+}
+
+/// Characters a reference may not carry: controls (tab aside in quotes is allowed by callers' text, but
+/// never needed in a single line), bidirectional overrides and invisible formatting.
+fn forbidden(c: char) -> bool {
+    (c.is_control() && c != '\t')
+        || matches!(c, '\u{200B}'..='\u{200F}' | '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}' | '\u{FEFF}')
+}
+
+/// The JSON Schema of a reference (`stockade schema typed-reference`).
+pub fn reference_schema() -> serde_json::Value {
+    serde_json::to_value(schemars::schema_for!(TypedReference)).unwrap_or_default()
+}
