@@ -1,6 +1,7 @@
 mod audit_explain;
 mod fs_tools;
 mod hook;
+mod quarantine;
 mod run_env;
 mod run_fs;
 mod run_limits;
