@@ -231,6 +231,15 @@ impl ResolvedPolicy {
                     },
                 ),
             ),
+            (DenyCause::Denied, Some(s)) if s.cross_project => (
+                format!(
+                    "'{shown}' is another project's content ({}): the agent may not read it directly",
+                    s.describe()
+                ),
+                format!(
+                    "read it through the quarantine: `stockade quarantine '{shown}'` returns only references checked against the file"
+                ),
+            ),
             (DenyCause::Denied, Some(s)) => (
                 format!("{access} access to '{shown}' is denied by {}", s.describe()),
                 "remove or narrow that deny rule (a deeper path grant also overrides a path deny)"

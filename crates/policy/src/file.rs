@@ -70,6 +70,11 @@ pub struct FsSpec {
     #[serde(default)]
     #[schemars(with = "Vec<String>")]
     pub deny: Vec<Spanned<String>>,
+    /// Other projects' content: denied like `deny` (by the kernel too), and refusals tell the agent to
+    /// read it through `stockade quarantine`, which returns only checked references.
+    #[serde(default)]
+    #[schemars(with = "Vec<String>")]
+    pub cross_project: Vec<Spanned<String>>,
 }
 
 /// The environment: nothing from the caller passes unless listed.

@@ -188,7 +188,9 @@ impl PolicyBuilder {
                 (ScopeKind::Write, &spec.fs.write),
                 (ScopeKind::ReadOnly, &spec.fs.read_only),
                 (ScopeKind::Deny, &spec.fs.deny),
+                (ScopeKind::Deny, &spec.fs.cross_project),
             ] {
+                let cross_project = std::ptr::eq(list, &spec.fs.cross_project);
                 for item in list {
                     let line = source.line_of(item);
                     let rule = if link.builtin {
@@ -211,6 +213,9 @@ impl PolicyBuilder {
                         rule,
                         &mut cache,
                     )?);
+                    if cross_project && let Some(scope) = scopes.last_mut() {
+                        scope.cross_project = true;
+                    }
                 }
             }
             if let Some(later) = scopes.get(first..) {
@@ -524,6 +529,7 @@ fn make_scope(
         })
     };
     Ok(Scope {
+        cross_project: false,
         kind,
         target,
         written: written.to_string(),

@@ -205,6 +205,8 @@ pub struct Scope {
     pub written: String,
     /// Where it was written.
     pub source: RuleSource,
+    /// A `deny` written as `fs.cross-project`: refusals point to `stockade quarantine`.
+    pub cross_project: bool,
 }
 
 impl Scope {
@@ -212,7 +214,11 @@ impl Scope {
     pub fn describe(&self) -> String {
         format!(
             "fs.{} = \"{}\" ({})",
-            self.kind.key(),
+            if self.cross_project {
+                "cross-project"
+            } else {
+                self.kind.key()
+            },
             self.written,
             self.source
         )

@@ -239,7 +239,8 @@ impl SourceSet {
                 }
                 text
             };
-            let reference: TypedReference = match serde_json::from_value(value.clone()) {
+            // Deserialize from a borrow: the raw value is still needed to show a rejected one.
+            let reference = match TypedReference::deserialize(&value) {
                 Ok(r) => r,
                 Err(e) => {
                     rejected.push(Rejected {

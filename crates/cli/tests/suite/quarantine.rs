@@ -280,3 +280,63 @@ fn setup_problems_are_clear() {
         assert!(value["properties"].is_object());
     }
 }
+
+/// Automatic isolation: `fs.cross-project` paths are refused to the privileged agent by the hook (with a
+/// pointer to the quarantine) and by the kernel, and the quarantine still reads them.
+#[test]
+fn cross_project_paths_are_reachable_only_through_the_quarantine() {
+    if !landlock_ready() {
+        return;
+    }
+    let d = TestDir::new(Who::Root);
+    let input = project(&d);
+    d.write(
+        "agent.toml",
+        "[profile.agent]\nextends = \"workspace-write\"\nfs.read = [\"${POLICY_DIR}\"]\nfs.cross-project = [\"${POLICY_DIR}/other\"]\n",
+    );
+    let policy = d.path("agent.toml").display().to_string();
+    let call = serde_json::json!({
+        "session_id": "s", "transcript_path": "/dev/null", "cwd": d.work().display().to_string(),
+        "hook_event_name": "PreToolUse", "tool_name": "Read", "tool_input": {"file_path": input}
+    });
+    let out = d
+        .stockade(["hook", "claude", "--policy", &policy, "--profile", "agent"])
+        .run_with_stdin(&call.to_string());
+    out.code(2);
+    assert!(
+        out.stderr.contains("another project's content")
+            && out.stderr.contains("stockade quarantine"),
+        "{}",
+        out.stderr
+    );
+    let grep = serde_json::json!({
+        "session_id": "s", "transcript_path": "/dev/null", "cwd": d.work().display().to_string(),
+        "hook_event_name": "PreToolUse", "tool_name": "Grep",
+        "tool_input": {"pattern": "x", "path": d.path("other").display().to_string()}
+    });
+    d.stockade(["hook", "claude", "--policy", &policy, "--profile", "agent"])
+        .run_with_stdin(&grep.to_string())
+        .code(2);
+    // The kernel agrees: the agent's shell cannot read it either.
+    let out = d.sh(
+        &["--policy", &policy, "--profile", "agent"],
+        &format!("cat {input} || echo REFUSED"),
+    );
+    out.ok().stdout_has("REFUSED").stdout_lacks("homepage");
+    let explain = d
+        .stockade([
+            "explain",
+            "--policy",
+            &policy,
+            "--profile",
+            "agent",
+            "--read",
+            &input,
+        ])
+        .run();
+    explain.code(1).stdout_has("fs.cross-project");
+    // The quarantine reads it and returns only checked references.
+    let (code, result, stderr) = quarantine(&d, &[&input]);
+    assert_eq!(code, 0, "{stderr}");
+    assert_eq!(result["references"][0]["value"], "https://a.example/x");
+}
