@@ -60,6 +60,30 @@ pub(crate) enum Command {
         /// Files to read.
         files: Vec<PathBuf>,
     },
+    /// Orchestrator workspaces: private and shared areas, and agents run with exactly that access.
+    Orchestrator {
+        /// The settings file (default: $STOCKADE_SETTINGS, else $XDG_CONFIG_HOME/stockade/settings.yaml).
+        #[arg(long, global = true, value_name = "FILE")]
+        settings: Option<PathBuf>,
+        #[command(subcommand)]
+        action: OrchestratorAction,
+    },
+    /// The orchestrator settings file.
+    Config {
+        /// The settings file (default: $STOCKADE_SETTINGS, else $XDG_CONFIG_HOME/stockade/settings.yaml).
+        #[arg(long, global = true, value_name = "FILE")]
+        settings: Option<PathBuf>,
+        #[command(subcommand)]
+        action: ConfigAction,
+    },
+    /// Workflows of an orchestrator.
+    Workflow {
+        /// The settings file (default: $STOCKADE_SETTINGS, else $XDG_CONFIG_HOME/stockade/settings.yaml).
+        #[arg(long, global = true, value_name = "FILE")]
+        settings: Option<PathBuf>,
+        #[command(subcommand)]
+        action: WorkflowAction,
+    },
     /// Built-in profiles.
     Profile {
         #[command(subcommand)]
@@ -113,6 +137,96 @@ pub(crate) enum SchemaKind {
     Profile,
     /// A reference a quarantined reader reports.
     TypedReference,
+}
+
+#[derive(Debug, Subcommand)]
+pub(crate) enum OrchestratorAction {
+    /// Add an orchestrator: zero grants, its private workspace and orchestrator.yaml created.
+    Add {
+        /// Its id (one path component).
+        id: String,
+        /// A private workspace other than WORKSPACES_PATH/ID.
+        #[arg(long, value_name = "DIR")]
+        private_workspace: Option<PathBuf>,
+    },
+    /// Grant a shared area (defined in settings.shared_workspaces) to an orchestrator.
+    Grant {
+        /// The orchestrator.
+        id: String,
+        /// The shared area.
+        area: String,
+        /// Read-only access (default: read-write).
+        #[arg(long)]
+        read_only: bool,
+    },
+    /// Revoke a shared area from an orchestrator.
+    Revoke {
+        /// The orchestrator.
+        id: String,
+        /// The shared area.
+        area: String,
+    },
+    /// Override an orchestrator's private workspace.
+    SetWorkspace {
+        /// The orchestrator.
+        id: String,
+        /// An absolute path.
+        path: PathBuf,
+    },
+    /// Remove the override: back to WORKSPACES_PATH/ID.
+    UnsetWorkspace {
+        /// The orchestrator.
+        id: String,
+    },
+    /// Show an orchestrator's private path and shared access.
+    Show {
+        /// The orchestrator.
+        id: String,
+    },
+    /// List the orchestrators.
+    List,
+    /// Run one agent with the orchestrator's access (CWD: its private workspace).
+    Exec {
+        /// The orchestrator.
+        id: String,
+        /// Run in PRIVATE/work/runs/RUN_ID instead of the private workspace root.
+        #[arg(long)]
+        run_workspace: bool,
+        /// The run id (default: generated).
+        #[arg(long, value_name = "ID")]
+        run_id: Option<String>,
+        /// Time limit (30s, 5m).
+        #[arg(long, value_name = "DURATION")]
+        timeout: Option<String>,
+        /// The command.
+        #[arg(last = true, required = true, value_name = "COMMAND")]
+        command: Vec<String>,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub(crate) enum ConfigAction {
+    /// Create the settings file.
+    Init {
+        /// Where private workspaces go (absolute).
+        workspaces_path: PathBuf,
+    },
+    /// Check every rule; exit 1 listing every problem.
+    Validate,
+}
+
+#[derive(Debug, Subcommand)]
+pub(crate) enum WorkflowAction {
+    /// Run a workflow's steps in order, each confined to the orchestrator's access.
+    Run {
+        /// The orchestrator.
+        id: String,
+        /// The workflow (in its orchestrator.yaml).
+        workflow: String,
+        /// The run id (default: generated).
+        #[arg(long, value_name = "ID")]
+        run_id: Option<String>,
+    },
 }
 
 /// Which built-in reader `stockade quarantine` runs.

@@ -10,6 +10,7 @@ mod output;
 mod policy_args;
 mod quarantine_cmd;
 mod run;
+mod workspace_cmd;
 
 use std::process::ExitCode;
 
@@ -103,6 +104,15 @@ fn main() -> ExitCode {
         Command::Profile {
             action: ProfileAction::Validate { file },
         } => quarantine_cmd::validate(&file, cli.json),
+        Command::Orchestrator { settings, action } => {
+            workspace_cmd::orchestrator(settings.as_deref(), action, cli.json, &audit)
+        }
+        Command::Config { settings, action } => {
+            workspace_cmd::config(settings.as_deref(), action, cli.json)
+        }
+        Command::Workflow { settings, action } => {
+            workspace_cmd::workflow(settings.as_deref(), action, cli.json, &audit)
+        }
         Command::Fs { tool } => fs_cmd::fs(tool, cli.json, &audit),
         Command::Mcp(args) => fs_cmd::mcp(args, &audit),
         Command::Profile {

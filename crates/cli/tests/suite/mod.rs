@@ -8,3 +8,4 @@ mod run_limits;
 mod run_process;
 mod run_work;
 mod util;
+mod workspace;

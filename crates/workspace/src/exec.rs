@@ -1,0 +1,178 @@
+//! What an orchestrator's agent runs with: the private workspace (read-write, and the CWD, or a run
+//! workspace beneath it) plus exactly the granted shared areas, as a policy `stockade-sandbox` enforces.
+//! Nothing else of the host is visible but the system directories programs need (secrets denied).
+
+use std::path::{Path, PathBuf};
+
+use serde::Serialize;
+use stockade_policy::{LimitsOverride, PolicyBuilder, ResolvedPolicy, Variables};
+
+use crate::error::WorkspaceError;
+use crate::settings::{AccessMode, Settings, WorkspaceMode, check_name};
+
+/// The system directories every agent may read.
+const SYSTEM_READ: &[&str] = &[
+    "/usr",
+    "/bin",
+    "/sbin",
+    "/lib",
+    "/lib32",
+    "/lib64",
+    "/libx32",
+    "/etc",
+    "/etc/resolv.conf",
+];
+/// Secrets inside them.
+const SYSTEM_DENY: &[&str] = &[
+    "/etc/shadow",
+    "/etc/gshadow",
+    "/etc/shadow-",
+    "/etc/gshadow-",
+    "/etc/sudoers",
+    "/etc/sudoers.d",
+    "/etc/ssl/private",
+    "/etc/ssh/ssh_host_rsa_key",
+    "/etc/ssh/ssh_host_ecdsa_key",
+    "/etc/ssh/ssh_host_ed25519_key",
+];
+
+/// One shared area as granted for a run.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct SharedGrant {
+    /// Its logical name.
+    pub name: String,
+    /// Its path.
+    pub path: PathBuf,
+    /// Its mode.
+    pub mode: AccessMode,
+}
+
+/// Everything a confined run of an orchestrator's agent needs.
+#[derive(Debug)]
+pub struct ExecPlan {
+    /// The policy: private workspace and granted areas, nothing else.
+    pub policy: ResolvedPolicy,
+    /// The process's CWD.
+    pub cwd: PathBuf,
+    /// The private workspace.
+    pub private: PathBuf,
+    /// The run workspace, for `run_workspace` steps.
+    pub run_workspace: Option<PathBuf>,
+    /// The shared areas granted.
+    pub shared: Vec<SharedGrant>,
+    /// The run's private temp dir (inside the sandbox).
+    pub temp_dir: PathBuf,
+}
+
+fn quoted(path: &Path) -> Result<String, WorkspaceError> {
+    let text = path.to_string_lossy();
+    if text.contains("${") || text.contains(['*', '?', '[', ']', '{', '}']) {
+        return Err(WorkspaceError::Refused(format!(
+            "{} holds `${{` or a glob character, which a policy would not take literally; rename it",
+            path.display()
+        )));
+    }
+    Ok(serde_json::to_string(&text).unwrap_or_default())
+}
+
+/// Builds the plan for a run of `id`'s agent in `mode`, after validating the whole settings (nothing starts
+/// when they are invalid). `needs` are shared areas the step names: each must be granted, or nothing starts.
+pub fn plan(
+    settings: &Settings,
+    id: &str,
+    mode: WorkspaceMode,
+    run_id: &str,
+    needs: &[String],
+    temp_dir: PathBuf,
+    limits: LimitsOverride,
+) -> Result<ExecPlan, WorkspaceError> {
+    let problems = settings.validate();
+    if !problems.is_empty() {
+        return Err(WorkspaceError::Invalid { problems });
+    }
+    let entry = settings.orchestrator(id)?;
+    check_name("run id", run_id).map_err(WorkspaceError::Refused)?;
+    for area in needs {
+        if !entry.shared_access.iter().any(|g| g.name() == area) {
+            return Err(WorkspaceError::Refused(format!(
+                "shared area {area:?} is not granted to orchestrator {id:?}; the step was not started (grant it with `stockade orchestrator grant {id} {area}`)"
+            )));
+        }
+    }
+    let private = settings.private_workspace(id);
+    let io = |path: &Path| {
+        let path = path.to_path_buf();
+        move |source| WorkspaceError::Io { path, source }
+    };
+    std::fs::create_dir_all(&private).map_err(io(&private))?;
+    let private = std::fs::canonicalize(&private).map_err(io(&private))?;
+    let run_workspace = match mode {
+        WorkspaceMode::OrchestratorWorkspace => None,
+        WorkspaceMode::RunWorkspace => {
+            let dir = private.join("work").join("runs").join(run_id);
+            std::fs::create_dir_all(&dir).map_err(io(&dir))?;
+            Some(dir)
+        }
+    };
+    let cwd = run_workspace.clone().unwrap_or_else(|| private.clone());
+    let shared: Vec<SharedGrant> = entry
+        .shared_access
+        .iter()
+        .filter_map(|g| {
+            settings
+                .settings
+                .shared_workspaces
+                .get(g.name())
+                .map(|area| SharedGrant {
+                    name: g.name().to_string(),
+                    path: area.path().to_path_buf(),
+                    mode: g.mode(),
+                })
+        })
+        .collect();
+
+    let mut toml = String::from("[profile.orchestrator]\nbase = \"/\"\nfs.read = [");
+    let mut read: Vec<String> = SYSTEM_READ.iter().map(|p| format!("{p:?}")).collect();
+    let mut write = vec![quoted(&private)?];
+    for grant in &shared {
+        match grant.mode {
+            AccessMode::ReadWrite => write.push(quoted(&grant.path)?),
+            AccessMode::ReadOnly => read.push(quoted(&grant.path)?),
+        }
+    }
+    toml.push_str(&read.join(", "));
+    toml.push_str("]\nfs.write = [");
+    toml.push_str(&write.join(", "));
+    toml.push_str("]\nfs.deny = [");
+    toml.push_str(
+        &SYSTEM_DENY
+            .iter()
+            .map(|p| format!("{p:?}"))
+            .collect::<Vec<_>>()
+            .join(", "),
+    );
+    toml.push_str("]\nenv.pass = [\"PATH\", \"LANG\", \"LC_ALL\", \"TERM\"]\n");
+    let mut vars = Variables::default();
+    vars.set_path("CWD", &cwd);
+    vars.set_path("HOME", &private);
+    vars.set_path("TEMP_DIR", &temp_dir);
+    vars.set_path("PRIVATE_WORKSPACE", &private);
+    if let Some(run) = &run_workspace {
+        vars.set_path("RUN_WORKSPACE", run);
+    }
+    let mut builder = PolicyBuilder::new(vars);
+    builder.policy_text(toml, format!("<orchestrator {id}>"));
+    // The agent's home is its private workspace: tools that keep state there stay inside it.
+    builder.env_set("HOME", private.to_string_lossy());
+    builder.env_set("STOCKADE_ORCHESTRATOR", id);
+    builder.env_set("STOCKADE_RUN_ID", run_id);
+    builder.limits(limits);
+    Ok(ExecPlan {
+        policy: builder.build()?,
+        cwd,
+        private,
+        run_workspace,
+        shared,
+        temp_dir,
+    })
+}
