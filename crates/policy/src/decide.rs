@@ -115,27 +115,38 @@ impl ResolvedPolicy {
         Decision::Deny { cause, level, rule }
     }
 
-    /// The level of a canonical path and the rule that set it.
-    fn level_of(&self, path: &Path) -> (Level, Option<RuleId>, DenyCause) {
+    /// The level step 1 alone gives a path: its deepest path scope, before any glob raises or lowers it.
+    /// This is what everything beneath a directory inherits, so the sandbox binds a directory at this
+    /// level (at most): a glob that matches the directory itself says nothing about its contents.
+    pub fn path_scope_level(&self, path: &CanonicalPath) -> Level {
+        self.deepest_path_scope(path.as_path())
+            .and_then(|id| self.scopes.get(id.0))
+            .map_or(Level::None, |s| s.kind.level())
+    }
+
+    /// Step 1: the deepest path scope covering `path`, walking ancestors by whole components.
+    fn deepest_path_scope(&self, path: &Path) -> Option<RuleId> {
         let bytes = path.as_os_str().as_bytes();
-        // Step 1: deepest path scope, walking ancestors by whole components.
-        let mut hit: Option<RuleId> = None;
         let mut end = bytes.len();
         loop {
             let prefix = bytes.get(..end).unwrap_or(b"/");
             if let Some(id) = self.path_index.get(prefix) {
-                hit = Some(*id);
-                break;
+                return Some(*id);
             }
             if end <= 1 {
-                break;
+                return None;
             }
             end = match prefix.iter().rposition(|b| *b == b'/') {
                 Some(0) => 1,
                 Some(i) => i,
-                None => break,
+                None => return None,
             };
         }
+    }
+
+    /// The level of a canonical path and the rule that set it.
+    fn level_of(&self, path: &Path) -> (Level, Option<RuleId>, DenyCause) {
+        let hit = self.deepest_path_scope(path);
         let kind = hit.and_then(|id| self.scopes.get(id.0)).map(|s| s.kind);
         let mut level = kind.map(ScopeKind::level).unwrap_or(Level::None);
         let mut rule = hit;

@@ -87,7 +87,7 @@ pub(crate) struct Prepared {
     pub(crate) net_ns: bool,
     pub(crate) ops: Vec<PreparedOp>,
     /// Parent directories to create (in order) before each op; tmpfs areas only.
-    pub(crate) mkdirs: Vec<Vec<CString>>,
+    pub(crate) mkdirs: Vec<Vec<(CString, libc::mode_t)>>,
     pub(crate) landlock: Vec<(PathBuf, LandlockGrant)>,
     pub(crate) landlock_hard: bool,
     pub(crate) cwd: CString,
@@ -296,8 +296,8 @@ fn build_root(p: &Prepared) {
     sys::touch(&s.maskfile, 0).or_fail(p, 6);
 
     for (op, parents) in p.ops.iter().zip(&p.mkdirs) {
-        for dir in parents {
-            existing_is_fine(sys::mkdir(dir, 0o755)).or_fail(p, 5);
+        for (dir, mode) in parents {
+            existing_is_fine(sys::mkdir(dir, *mode)).or_fail(p, 5);
         }
         match op {
             PreparedOp::Bind {

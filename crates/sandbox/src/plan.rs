@@ -127,8 +127,15 @@ impl MountPlan {
                     if !exists {
                         continue;
                     }
-                    // The level the policy gives the path itself (a tie may go to a stricter rule).
+                    // The level the policy gives the path itself (a tie may go to a stricter rule), but
+                    // never above what its contents inherit: a glob grant matching a directory raises the
+                    // directory, not the tree a bind would expose.
                     let level = policy.decide(&target.canonical, Access::Read).level();
+                    let level = if path.is_dir() {
+                        level.min(policy.path_scope_level(&target.canonical))
+                    } else {
+                        level
+                    };
                     if level == Level::None {
                         continue;
                     }
@@ -303,10 +310,27 @@ impl MountPlan {
             .filter(|m| matches!(m.op, MountOp::Bind { .. }))
             .map(|m| m.path.clone())
             .collect();
+        // A mask whose nearest enclosing entry is a directory mask hides nothing more (and has no mount
+        // point left to land on: `deny = ["a/c", "**/.env"]` with `a/c/.env`).
+        let masked: std::collections::HashMap<PathBuf, bool> = plan
+            .mounts
+            .iter()
+            .map(|m| (m.path.clone(), matches!(m.op, MountOp::MaskDir)))
+            .collect();
+        let inside_mask = |path: &Path| {
+            path.ancestors()
+                .skip(1)
+                .find_map(|a| masked.get(a))
+                .copied()
+                .unwrap_or(false)
+        };
         plan.mounts.retain(|m| match m.op {
-            MountOp::MaskDir | MountOp::MaskFile => visible
-                .iter()
-                .any(|v| m.path.starts_with(v) && *v != m.path),
+            MountOp::MaskDir | MountOp::MaskFile => {
+                !inside_mask(&m.path)
+                    && visible
+                        .iter()
+                        .any(|v| m.path.starts_with(v) && *v != m.path)
+            }
             MountOp::Symlink { .. } => !visible.iter().any(|v| m.path.starts_with(v)),
             MountOp::Bind { .. }
             | MountOp::PrivateTmpfs { .. }
@@ -436,7 +460,11 @@ impl MountPlan {
                                     op: mask_for(&path),
                                     path: path.clone(),
                                 });
-                                continue; // nothing beneath a mask needs walking
+                                // A glob caps exactly its matches: what lies in a matched directory
+                                // keeps its own level, so it is bound back inside the mask.
+                                if ft.is_dir() {
+                                    rebind_children(policy, &path, Level::None, entries);
+                                }
                             }
                             ScopeKind::ReadOnly if level == Level::Read => {
                                 entries.push(PlannedMount {
@@ -446,6 +474,9 @@ impl MountPlan {
                                         dir: ft.is_dir(),
                                     },
                                 });
+                                if ft.is_dir() {
+                                    rebind_children(policy, &path, Level::Read, entries);
+                                }
                             }
                             ScopeKind::Read | ScopeKind::Write
                                 if ft.is_file() && level > Level::None =>
@@ -535,6 +566,43 @@ fn drop_redundant_binds(entries: &mut Vec<PlannedMount>) {
         let enclosing = e.path.ancestors().skip(1).find_map(|a| by_path.get(a));
         !matches!(enclosing, Some(MountOp::Bind { write: w, .. }) if *w == write)
     });
+}
+
+/// Binds back the entries of `dir` whose own level is above `cap` (the level a glob gave `dir` itself),
+/// each at its level: the bind or mask on `dir` covers its tree, the policy only `dir`.
+fn rebind_children(
+    policy: &ResolvedPolicy,
+    dir: &Path,
+    cap: Level,
+    entries: &mut Vec<PlannedMount>,
+) {
+    let Ok(read) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for entry in read.flatten() {
+        let path = entry.path();
+        let Ok(ft) = entry.file_type() else { continue };
+        if ft.is_symlink() {
+            continue;
+        }
+        let level = policy
+            .decide(&CanonicalPath::assume_canonical(path.clone()), Access::Read)
+            .level()
+            .min(if ft.is_dir() {
+                policy.path_scope_level(&CanonicalPath::assume_canonical(path.clone()))
+            } else {
+                Level::Write
+            });
+        if level > cap {
+            entries.push(PlannedMount {
+                path,
+                op: MountOp::Bind {
+                    write: level == Level::Write,
+                    dir: ft.is_dir(),
+                },
+            });
+        }
+    }
 }
 
 fn mask_for(path: &Path) -> MountOp {

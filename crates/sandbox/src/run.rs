@@ -386,10 +386,11 @@ impl Sandbox {
     fn spawn_inner(self) -> Result<RunningSandbox, SandboxError> {
         let mut ops = Vec::new();
         let mut mkdirs = Vec::new();
-        // Directories of the empty root to create before each mount: each once, and none beneath a bind
-        // (those exist already, on the host).
+        // Directories of the empty root to create before each mount: each once, and none where the
+        // nearest enclosing mount is a directory bind (those exist already, on the host). Beneath a mask
+        // (an empty tmpfs) they must be made, for a deeper grant to have a mount point.
         let mut made: std::collections::HashSet<PathBuf> = std::collections::HashSet::new();
-        let mut bound: Vec<&Path> = Vec::new();
+        let mut mounted: Vec<(&Path, bool)> = Vec::new();
         for m in &self.plan.mounts {
             let dst = cstring(under("/newroot", &m.path).into_vec())?;
             let mut parents = Vec::new();
@@ -397,13 +398,21 @@ impl Sandbox {
             let comps: Vec<_> = m.path.components().skip(1).collect();
             for c in comps.iter().take(comps.len().saturating_sub(1)) {
                 acc.push(c);
-                if bound.iter().any(|b| acc.starts_with(b)) || !made.insert(acc.clone()) {
+                let nearest = mounted
+                    .iter()
+                    .filter(|(b, _)| acc.starts_with(b))
+                    .max_by_key(|(b, _)| b.as_os_str().len());
+                if nearest.is_some_and(|(_, visible)| *visible) || !made.insert(acc.clone()) {
                     continue;
                 }
-                parents.push(cstring(under("/newroot", &acc).into_vec())?);
+                // Inside a mask a directory only carries a deeper grant: searchable, not listable.
+                let mode = if nearest.is_some() { 0o111 } else { 0o755 };
+                parents.push((cstring(under("/newroot", &acc).into_vec())?, mode));
             }
-            if matches!(m.op, MountOp::Bind { dir: true, .. }) {
-                bound.push(&m.path);
+            match m.op {
+                MountOp::Bind { dir: true, .. } => mounted.push((&m.path, true)),
+                MountOp::MaskDir => mounted.push((&m.path, false)),
+                _ => {}
             }
             mkdirs.push(parents);
             let op = match &m.op {

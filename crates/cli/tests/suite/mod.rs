@@ -1,3 +1,4 @@
+mod agreement;
 mod audit_explain;
 mod fs_tools;
 mod hook;
