@@ -328,7 +328,15 @@ impl Walker<'_> {
                     }
                     Some(t) => {
                         self.push("cd", t, Access::Read, base);
-                        *base = Some(resolve(base, t));
+                        let next = resolve(base, t);
+                        // A `cd` that fails leaves the shell where it was (after `;`, `||`, or in a
+                        // script), so later relative paths would resolve against the old directory.
+                        if !std::fs::metadata(&next).is_ok_and(|m| m.is_dir()) {
+                            return unknowable(format!(
+                                "`cd {t}` names no existing directory; if it fails, later relative paths resolve elsewhere (create it in a separate command first)"
+                            ));
+                        }
+                        *base = Some(next);
                     }
                     None => *base = Some(PathBuf::from(self.home)),
                 }
