@@ -417,7 +417,10 @@ fn bash_commands_are_parsed_and_every_path_judged() {
         ("diff <(cat a) b", "unknowable"),
         ("cd - && ls", "unknowable"),
         // Found by fuzz/bash_paths: a failed `cd` leaves the shell where it was.
-        ("cd ./src/new.rs; cp ../../a2/worktree/src/lib.rs src/lib.rs", "unknowable"),
+        (
+            "cd ./src/new.rs; cp ../../a2/worktree/src/lib.rs src/lib.rs",
+            "unknowable",
+        ),
         ("cat <<EOF\n$(cat /etc/hostname)\nEOF", "unknowable"),
         ("echo $((1 + $(cat /etc/x)))", "unknowable"),
         ("find . -name x | xargs cat", "unknowable"),

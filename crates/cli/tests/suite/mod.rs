@@ -2,6 +2,7 @@ mod agreement;
 mod audit_explain;
 mod fs_tools;
 mod hook;
+mod load;
 mod quarantine;
 mod run_env;
 mod run_fs;
