@@ -1,5 +1,8 @@
-//! Arbitrary text as a policy file: never a panic; loading is deterministic (the same text gives the same
-//! scopes and the same decisions twice); a loaded policy decides every probe path without panicking.
+//! Arbitrary text as each configuration format: never a panic.
+//! - TOML policy: loading is deterministic (the same text gives the same scopes and decisions twice), and
+//!   a loaded policy decides and explains every probe path.
+//! - JSON quarantine profile: a valid one round-trips (serialised and parsed again, it is equal and valid).
+//! - YAML orchestrator settings: a parsed one round-trips through the writer the commands use.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
@@ -51,3 +54,11 @@ fuzz_target!(|data: &[u8]| {
         ),
     }
 });
+
+fn yaml_from_str(text: &str) -> Result<stockade_workspace::Settings, ()> {
+    let path = common::world()
+        .base
+        .join(format!("in-{}.yaml", std::process::id()));
+    std::fs::write(&path, text).map_err(|_| ())?;
+    stockade_workspace::Settings::load(&path).map_err(|_| ())
+}
