@@ -313,3 +313,36 @@ fn the_mcp_server_under_eight_concurrent_clients() {
         calls as f64 / seconds as f64
     );
 }
+
+/// Arbitrary bytes on the real hook's stdin (issue #7): it only ever exits 0 or 2, and never allows (exit 0
+/// with an allow) a call it could not parse. The in-process fuzz target `hook_input` goes much further.
+#[test]
+fn the_hook_binary_exits_0_or_2_for_any_input() {
+    use proptest::prelude::*;
+    use proptest::test_runner::{Config, TestRunner};
+    let d = TestDir::new(Who::Root);
+    let mut runner = TestRunner::new(Config {
+        cases: 150,
+        failure_persistence: None,
+        ..Config::default()
+    });
+    let json_ish = prop_oneof![
+        prop::collection::vec(any::<u8>(), 0..200)
+            .prop_map(|b| String::from_utf8_lossy(&b).into_owned()),
+        "\\{\"tool_name\":\"(Read|Write|Bash|mcp__x__y)\",\"tool_input\":\\{\"(file_path|command|path)\":\"[ -~]{0,40}\"\\}(,\"cwd\":\"/[a-z/]{0,10}\")?\\}",
+    ];
+    runner
+        .run(&json_ish, |input| {
+            let out = d.stockade(["hook", "claude"]).run_with_stdin(&input);
+            prop_assert!(
+                out.code == 0 || out.code == 2,
+                "exit {} for {input:?}: {out:?}",
+                out.code
+            );
+            if serde_json::from_str::<serde_json::Value>(&input).is_err() {
+                prop_assert_eq!(out.code, 2, "unparsable input was let through: {:?}", input);
+            }
+            Ok(())
+        })
+        .unwrap();
+}
