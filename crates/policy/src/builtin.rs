@@ -13,6 +13,34 @@ pub const BUILTIN_PROFILES: &[&str] = &[
     "system",
 ];
 
+/// System directories a confined program needs to run (readable in the quarantine and orchestrator runs,
+/// which do not extend `system`, since that also grants the home directory).
+pub const SYSTEM_READ_DIRS: &[&str] = &[
+    "/usr",
+    "/bin",
+    "/sbin",
+    "/lib",
+    "/lib32",
+    "/lib64",
+    "/libx32",
+    "/etc",
+    "/etc/resolv.conf",
+];
+
+/// Secrets inside [`SYSTEM_READ_DIRS`], denied wherever those are granted.
+pub const SYSTEM_SECRETS: &[&str] = &[
+    "/etc/shadow",
+    "/etc/gshadow",
+    "/etc/shadow-",
+    "/etc/gshadow-",
+    "/etc/sudoers",
+    "/etc/sudoers.d",
+    "/etc/ssl/private",
+    "/etc/ssh/ssh_host_rsa_key",
+    "/etc/ssh/ssh_host_ecdsa_key",
+    "/etc/ssh/ssh_host_ed25519_key",
+];
+
 /// The default profile when neither `--profile` nor a policy file picks one.
 pub const DEFAULT_PROFILE: &str = "workspace-write";
 

@@ -57,7 +57,9 @@ mod scope;
 mod units;
 mod vars;
 
-pub use builtin::{BUILTIN_PROFILES, BUILTIN_TOML, DEFAULT_PROFILE};
+pub use builtin::{
+    BUILTIN_PROFILES, BUILTIN_TOML, DEFAULT_PROFILE, SYSTEM_READ_DIRS, SYSTEM_SECRETS,
+};
 pub use decide::{Decision, Denial, DenyCause, ExplainedRule, Explanation};
 pub use error::PolicyError;
 pub use file::{

@@ -297,17 +297,7 @@ pub fn run(
 
     let temp = stockade_sandbox::new_temp_dir_path();
     let mut toml = String::from("[profile.quarantine]\nbase = \"/\"\nfs.read = [\n");
-    for dir in [
-        "/usr",
-        "/bin",
-        "/sbin",
-        "/lib",
-        "/lib32",
-        "/lib64",
-        "/libx32",
-        "/etc",
-        "/etc/resolv.conf",
-    ] {
+    for dir in stockade_policy::SYSTEM_READ_DIRS {
         toml.push_str(&format!("  {},\n", toml_string(dir)));
     }
     toml.push_str(&format!("  {},\n", toml_string(&program.to_string_lossy())));
@@ -315,18 +305,7 @@ pub fn run(
         toml.push_str(&format!("  {},\n", toml_string(&input.to_string_lossy())));
     }
     toml.push_str("]\nfs.deny = [\n");
-    for secret in [
-        "/etc/shadow",
-        "/etc/gshadow",
-        "/etc/shadow-",
-        "/etc/gshadow-",
-        "/etc/sudoers",
-        "/etc/sudoers.d",
-        "/etc/ssl/private",
-        "/etc/ssh/ssh_host_rsa_key",
-        "/etc/ssh/ssh_host_ecdsa_key",
-        "/etc/ssh/ssh_host_ed25519_key",
-    ] {
+    for secret in stockade_policy::SYSTEM_SECRETS {
         toml.push_str(&format!("  {},\n", toml_string(secret)));
     }
     for path in &denied {

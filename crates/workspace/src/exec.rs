@@ -10,32 +10,6 @@ use stockade_policy::{LimitsOverride, PolicyBuilder, ResolvedPolicy, Variables};
 use crate::error::WorkspaceError;
 use crate::settings::{AccessMode, Settings, WorkspaceMode, check_name};
 
-/// The system directories every agent may read.
-const SYSTEM_READ: &[&str] = &[
-    "/usr",
-    "/bin",
-    "/sbin",
-    "/lib",
-    "/lib32",
-    "/lib64",
-    "/libx32",
-    "/etc",
-    "/etc/resolv.conf",
-];
-/// Secrets inside them.
-const SYSTEM_DENY: &[&str] = &[
-    "/etc/shadow",
-    "/etc/gshadow",
-    "/etc/shadow-",
-    "/etc/gshadow-",
-    "/etc/sudoers",
-    "/etc/sudoers.d",
-    "/etc/ssl/private",
-    "/etc/ssh/ssh_host_rsa_key",
-    "/etc/ssh/ssh_host_ecdsa_key",
-    "/etc/ssh/ssh_host_ed25519_key",
-];
-
 /// One shared area as granted for a run.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct SharedGrant {
@@ -132,7 +106,10 @@ pub fn plan(
         .collect();
 
     let mut toml = String::from("[profile.orchestrator]\nbase = \"/\"\nfs.read = [");
-    let mut read: Vec<String> = SYSTEM_READ.iter().map(|p| format!("{p:?}")).collect();
+    let mut read: Vec<String> = stockade_policy::SYSTEM_READ_DIRS
+        .iter()
+        .map(|p| format!("{p:?}"))
+        .collect();
     let mut write = vec![quoted(&private)?];
     for grant in &shared {
         match grant.mode {
@@ -145,7 +122,7 @@ pub fn plan(
     toml.push_str(&write.join(", "));
     toml.push_str("]\nfs.deny = [");
     toml.push_str(
-        &SYSTEM_DENY
+        &stockade_policy::SYSTEM_SECRETS
             .iter()
             .map(|p| format!("{p:?}"))
             .collect::<Vec<_>>()
