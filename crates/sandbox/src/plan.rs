@@ -89,6 +89,9 @@ pub struct MountPlan {
     /// Empty directories created on the host to hold a `read-only` rule in place inside a writable tree;
     /// removed after the run if still empty.
     pub placeholders: Vec<PathBuf>,
+    /// Existing directories that hold a `read-only` rule inside a writable tree: they may be another
+    /// run's placeholders, so a run keeps them from being removed while it lasts.
+    pub protected_dirs: Vec<PathBuf>,
 }
 
 const STANDARD_DEVICES: &[&str] = &[
@@ -102,7 +105,7 @@ const STANDARD_DEVICES: &[&str] = &[
 
 impl MountPlan {
     /// Computes the plan. `temp_dir` is the run's private temp dir (a tmpfs inside the sandbox; it never
-    /// exists on the host). Placeholders are only listed here; [`MountPlan::create_placeholders`] makes them.
+    /// exists on the host). Placeholders are only listed here; `Sandbox::spawn` makes them, shared with concurrent runs.
     pub fn new(
         policy: &ResolvedPolicy,
         temp_dir: &Path,
@@ -156,6 +159,9 @@ impl MountPlan {
                             )
                             .is_allow()
                     });
+                    if exists && parent_writable && target.dir_hint && path.is_dir() {
+                        plan.protected_dirs.push(path.to_path_buf());
+                    }
                     if !exists {
                         // Only a writable parent lets the agent create it; a placeholder holds the rule.
                         if parent_writable
@@ -527,27 +533,6 @@ impl MountPlan {
                 && !matches!(m.op, MountOp::Stub { .. } | MountOp::Symlink { .. })
         });
         beneath_grant || on_the_way
-    }
-
-    /// Creates the planned placeholder directories on the host (parents must exist).
-    pub fn create_placeholders(&self) -> Result<Vec<PathBuf>, SandboxError> {
-        let mut made = Vec::new();
-        for p in &self.placeholders {
-            match std::fs::create_dir(p) {
-                Ok(()) => made.push(p.clone()),
-                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
-                Err(source) => {
-                    for m in &made {
-                        let _ = std::fs::remove_dir(m);
-                    }
-                    return Err(SandboxError::Placeholder {
-                        path: p.clone(),
-                        source,
-                    });
-                }
-            }
-        }
-        Ok(made)
     }
 }
 

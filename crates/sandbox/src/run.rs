@@ -372,10 +372,11 @@ impl Sandbox {
     /// Starts the program. The calling thread must be the process's only thread: the sandbox's init is a
     /// fork of it.
     pub fn spawn(self) -> Result<RunningSandbox, SandboxError> {
-        let placeholders = self.plan.create_placeholders()?;
+        let placeholders = hold_placeholders(&self.plan)?;
         let result = self.spawn_inner();
         if result.is_err() {
-            remove_placeholders(&placeholders);
+            release_placeholders(placeholders);
+            return result;
         }
         result.map(|mut r| {
             r.placeholders = placeholders;
@@ -631,9 +632,114 @@ impl Sandbox {
     }
 }
 
-fn remove_placeholders(paths: &[PathBuf]) {
-    for p in paths.iter().rev() {
-        let _ = std::fs::remove_dir(p);
+/// A placeholder directory (an empty directory made on the host so a `read-only` rule has a mount point)
+/// held by this run. Runs in the same project share placeholders, and removing one detaches every other
+/// run's mount on it, which would lift that run's protection. So each run holding a placeholder keeps a
+/// shared `flock` on a lock file named after it, and only the run that can take the lock exclusively (the
+/// last one) removes the directory.
+#[derive(Debug)]
+pub(crate) struct HeldPlaceholder {
+    path: PathBuf,
+    lock: std::fs::File,
+}
+
+const PLACEHOLDER_MARK: &[u8] = b"placeholder\n";
+
+fn placeholder_lock_path(path: &Path) -> PathBuf {
+    // FNV-1a: a stable name per placeholder path.
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    for byte in path.as_os_str().as_bytes() {
+        hash ^= u64::from(*byte);
+        hash = hash.wrapping_mul(0x0100_0000_01b3);
+    }
+    std::env::temp_dir()
+        .join("stockade-placeholders")
+        .join(format!("{hash:016x}"))
+}
+
+fn open_placeholder_lock(path: &Path) -> std::io::Result<std::fs::File> {
+    use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+    if let Some(dir) = path.parent()
+        && std::fs::create_dir(dir).is_ok()
+    {
+        // Shared by every user's runs, like /tmp itself.
+        let _ = std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o1777));
+    }
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .mode(0o666)
+        .open(path)
+        .or_else(|_| std::fs::File::open(path))?;
+    // Past the umask, so another user's run can mark it too (only the owner can change it).
+    let _ = file.set_permissions(std::fs::Permissions::from_mode(0o666));
+    Ok(file)
+}
+
+/// Takes a shared hold on every placeholder the plan needs (creating the missing ones) and on every
+/// existing protected directory that is another run's placeholder.
+fn hold_placeholders(plan: &MountPlan) -> Result<Vec<HeldPlaceholder>, SandboxError> {
+    use std::io::{Read, Seek, Write};
+    let mut held = Vec::new();
+    let candidates = plan.placeholders.iter().chain(&plan.protected_dirs);
+    for path in candidates {
+        let fail = |source: std::io::Error| SandboxError::Placeholder {
+            path: path.clone(),
+            source,
+        };
+        let lock_path = placeholder_lock_path(path);
+        let mut lock = match open_placeholder_lock(&lock_path) {
+            Ok(lock) => lock,
+            // Without a lock this run cannot share safely: create nothing it would have to remove.
+            Err(source) if plan.placeholders.contains(path) => {
+                release_placeholders(held);
+                return Err(fail(source));
+            }
+            Err(_) => continue,
+        };
+        if let Err(source) = sys::flock(std::os::fd::AsRawFd::as_raw_fd(&lock), libc::LOCK_SH) {
+            release_placeholders(held);
+            return Err(fail(source));
+        }
+        let created = match std::fs::create_dir(path) {
+            Ok(()) => true,
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => false,
+            Err(source) => {
+                release_placeholders(held);
+                return Err(fail(source));
+            }
+        };
+        let mut mark = Vec::new();
+        let _ = lock.rewind().and_then(|()| lock.read_to_end(&mut mark));
+        if created {
+            let _ = lock
+                .rewind()
+                .and_then(|()| lock.write_all(PLACEHOLDER_MARK));
+        } else if mark != PLACEHOLDER_MARK {
+            continue; // a directory of the user's own: never removed
+        }
+        held.push(HeldPlaceholder {
+            path: path.clone(),
+            lock,
+        });
+    }
+    Ok(held)
+}
+
+/// Drops this run's holds; the last holder of a placeholder removes it (if still empty).
+fn release_placeholders(held: Vec<HeldPlaceholder>) {
+    for h in held.into_iter().rev() {
+        if sys::flock(
+            std::os::fd::AsRawFd::as_raw_fd(&h.lock),
+            libc::LOCK_EX | libc::LOCK_NB,
+        )
+        .is_ok()
+            && std::fs::remove_dir(&h.path).is_ok()
+        {
+            let _ = h.lock.set_len(0);
+        }
     }
 }
 
@@ -653,7 +759,7 @@ pub struct RunningSandbox {
     output_limit: Option<u64>,
     stdio: Stdio,
     temp_dir: PathBuf,
-    placeholders: Vec<PathBuf>,
+    placeholders: Vec<HeldPlaceholder>,
     warnings: Vec<String>,
 }
 
@@ -961,6 +1067,6 @@ impl Drop for RunningSandbox {
             sys::close(fd);
         }
         let _ = sys::set_signal_mask(&self.old_mask);
-        remove_placeholders(&self.placeholders);
+        release_placeholders(std::mem::take(&mut self.placeholders));
     }
 }

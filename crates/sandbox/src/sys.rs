@@ -218,6 +218,11 @@ pub(crate) fn read(fd: RawFd, buf: &mut [u8]) -> io::Result<usize> {
     }
 }
 
+pub(crate) fn flock(fd: RawFd, operation: c_int) -> io::Result<()> {
+    // SAFETY: flock on a descriptor the caller owns; no memory is passed.
+    check(unsafe { libc::flock(fd, operation) }).map(drop)
+}
+
 pub(crate) fn close(fd: RawFd) {
     // SAFETY: closing a descriptor we own; errors are irrelevant here.
     unsafe { libc::close(fd) };

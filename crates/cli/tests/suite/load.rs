@@ -83,6 +83,7 @@ fn fifty_agents_at_once_stay_apart_and_one_cancelled_leaves_the_rest() {
         "agent 0 never started sleeping"
     );
     let victim = children.remove(0);
+    let cancelled = std::time::Instant::now();
     std::process::Command::new("kill")
         .args(["-TERM", &victim.id().to_string()])
         .status()
@@ -90,6 +91,10 @@ fn fifty_agents_at_once_stay_apart_and_one_cancelled_leaves_the_rest() {
     assert!(
         wait_sleeping(&victim_marker, false, 10),
         "agent 0's sleep outlived its cancelled run"
+    );
+    eprintln!(
+        "cancel: agent 0's tree was gone {} ms after SIGTERM to its stockade",
+        cancelled.elapsed().as_millis()
     );
     let victim = victim.wait_with_output().unwrap();
     assert_eq!(victim.status.code(), Some(128 + 15));
@@ -345,4 +350,39 @@ fn the_hook_binary_exits_0_or_2_for_any_input() {
             Ok(())
         })
         .unwrap();
+}
+
+/// Two runs in one project share the placeholder that keeps `.claude/` read-only: the one that made it may
+/// end first, and must not remove it then (that would lift the other's protection: the agent could create
+/// `.claude/` on the host); the last one cleans up.
+#[test]
+fn concurrent_runs_in_one_project_keep_each_others_placeholders() {
+    if !landlock_ready() {
+        return;
+    }
+    let d = TestDir::new(Who::Root);
+    let spawn = |script: String| {
+        let mut cmd = d.stockade(["run", "--", "sh", "-c", &script]).cmd;
+        cmd.stdout(Stdio::piped());
+        cmd.spawn().unwrap()
+    };
+    let first = format!("1.{}", unique_marker());
+    let second = format!("3.{}", unique_marker());
+    let maker = spawn(format!("sleep {first}"));
+    assert!(wait_sleeping(&first, true, 30));
+    let other = spawn(format!(
+        "sleep {second}; mkdir -p .claude/planted 2>/dev/null && echo PLANTED || echo KEPT"
+    ));
+    assert!(wait_sleeping(&second, true, 30));
+    assert!(maker.wait_with_output().unwrap().status.success());
+    assert!(
+        d.path("work/.claude").is_dir(),
+        "the placeholder went while another run relied on it"
+    );
+    let out = other.wait_with_output().unwrap();
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "KEPT");
+    assert!(
+        !d.path("work/.claude").exists(),
+        "the last run did not clean up the placeholder"
+    );
 }
