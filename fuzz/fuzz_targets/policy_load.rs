@@ -1,6 +1,6 @@
 //! Arbitrary text as each configuration format: never a panic.
-//! - TOML policy: loading is deterministic (the same text gives the same scopes and decisions twice), and
-//!   a loaded policy decides and explains every probe path.
+//! - TOML policy: the parsed file round-trips (written back and parsed again, it writes the same text);
+//!   loading is deterministic (the same scopes and decisions twice); it decides and explains every probe.
 //! - JSON quarantine profile: a valid one round-trips (serialised and parsed again, it is equal and valid).
 //! - YAML orchestrator settings: a parsed one round-trips through the writer the commands use.
 #![no_main]

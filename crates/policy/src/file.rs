@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 use toml::Spanned;
 
 /// A whole policy file: named profiles under `[profile.NAME]`.
-#[derive(Debug, Default, Deserialize, JsonSchema)]
+#[derive(Debug, Default, Deserialize, Serialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 #[schemars(title = "stockade policy")]
 pub struct PolicyFile {
@@ -20,7 +20,7 @@ pub struct PolicyFile {
 }
 
 /// One profile. Built-in profiles have the same shape.
-#[derive(Debug, Default, Clone, Deserialize, JsonSchema)]
+#[derive(Debug, Default, Clone, Deserialize, Serialize, JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]
 pub struct ProfileSpec {
     /// Another profile (in this file or built in) whose rules this one starts from.
@@ -51,7 +51,7 @@ pub struct ProfileSpec {
 
 /// Filesystem scopes: each entry a path (covers everything beneath) or a glob (`*` stays in one component,
 /// `**` crosses them).
-#[derive(Debug, Default, Clone, Deserialize, JsonSchema)]
+#[derive(Debug, Default, Clone, Deserialize, Serialize, JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]
 pub struct FsSpec {
     /// Readable (and executable).
@@ -78,7 +78,7 @@ pub struct FsSpec {
 }
 
 /// The environment: nothing from the caller passes unless listed.
-#[derive(Debug, Default, Clone, Deserialize, JsonSchema)]
+#[derive(Debug, Default, Clone, Deserialize, Serialize, JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]
 pub struct EnvSpec {
     /// Names copied from the caller's environment when set there.
@@ -90,7 +90,7 @@ pub struct EnvSpec {
 }
 
 /// Tool permissions for agent-level layers (the hook, quarantine).
-#[derive(Debug, Default, Clone, Deserialize, JsonSchema)]
+#[derive(Debug, Default, Clone, Deserialize, Serialize, JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]
 pub struct ToolsSpec {
     /// Tool names or `*` patterns allowed.
@@ -117,7 +117,7 @@ pub enum ToolDefault {
 }
 
 /// Commands the hook lets through whole.
-#[derive(Debug, Default, Clone, Deserialize, JsonSchema)]
+#[derive(Debug, Default, Clone, Deserialize, Serialize, JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]
 pub struct CommandsSpec {
     /// Command names (first word of a simple command), e.g. `ib`.
@@ -126,7 +126,7 @@ pub struct CommandsSpec {
 }
 
 /// Hook behaviour.
-#[derive(Debug, Default, Clone, Deserialize, JsonSchema)]
+#[derive(Debug, Default, Clone, Deserialize, Serialize, JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]
 pub struct HookSpec {
     /// What to answer for Bash that cannot be judged statically: `deny` (default) or `ask`.
@@ -185,7 +185,7 @@ pub enum NetMode {
 }
 
 /// Resource limits; each optional.
-#[derive(Debug, Default, Clone, Deserialize, JsonSchema)]
+#[derive(Debug, Default, Clone, Deserialize, Serialize, JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]
 pub struct LimitsSpec {
     /// Wall-clock limit, e.g. `30m`; exit code 124 when reached.
