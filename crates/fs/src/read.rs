@@ -183,8 +183,11 @@ impl Root {
             });
         }
         let shown = self.display(&opened.real);
-        let mut reader = BufReader::new(File::from(opened.fd));
         let cap = usize::try_from(options.max_bytes).unwrap_or(usize::MAX);
+        if start == 1 && options.end_line.is_none() {
+            return self.read_whole(path, shown, File::from(opened.fd), size, cap);
+        }
+        let mut reader = BufReader::new(File::from(opened.fd));
         let mut content = Vec::new();
         let mut line = Vec::new();
         let mut number = 0usize;
@@ -227,6 +230,52 @@ impl Root {
             content: String::from_utf8_lossy(&content).into_owned(),
             start_line: start,
             end_line: last,
+            size,
+            truncated,
+        })
+    }
+
+    /// The common case, a whole file: one bounded read, cut at the last line that fits the cap.
+    fn read_whole(
+        &self,
+        path: &str,
+        shown: String,
+        file: File,
+        size: u64,
+        cap: usize,
+    ) -> Result<FileContent, FsError> {
+        let limit = u64::try_from(cap).unwrap_or(u64::MAX).saturating_add(1);
+        let mut bytes = Vec::with_capacity(usize::try_from(size.min(limit)).unwrap_or(0));
+        file.take(limit)
+            .read_to_end(&mut bytes)
+            .map_err(|e| self.io(path, e))?;
+        if looks_binary(&bytes) {
+            return Err(FsError::Binary {
+                path: path.to_string(),
+                size,
+            });
+        }
+        let truncated = bytes.len() > cap;
+        if truncated {
+            bytes.truncate(cap);
+            // Cut after the last whole line, unless one line is longer than the cap.
+            if let Some(end) = bytes.iter().rposition(|&b| b == b'\n') {
+                bytes.truncate(end + 1);
+            }
+        }
+        let lines = bytes.iter().filter(|&&b| b == b'\n').count();
+        let end_line = if bytes.is_empty() {
+            0
+        } else if bytes.ends_with(b"\n") {
+            lines
+        } else {
+            lines + 1
+        };
+        Ok(FileContent {
+            path: shown,
+            content: String::from_utf8_lossy(&bytes).into_owned(),
+            start_line: 1,
+            end_line,
             size,
             truncated,
         })
