@@ -56,6 +56,10 @@ pub struct Root {
     policy: Arc<ResolvedPolicy>,
     mode: PathMode,
     writable: bool,
+    /// `/proc/self/fd` of the process that opened the root, and that process: naming an opened file
+    /// through it skips walking `/proc/self/fd` on every call. A forked child names its own descriptors,
+    /// so it falls back to the full path (see `real_path`).
+    proc_fds: Option<(OwnedFd, rustix::process::Pid)>,
 }
 
 /// A path inside the root, as the kernel resolved it.
@@ -100,6 +104,13 @@ impl Root {
                         _ => false,
                     }
             });
+        let proc_fds = rustix::fs::open(
+            "/proc/self/fd",
+            OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC,
+            Mode::empty(),
+        )
+        .ok()
+        .map(|dir| (dir, rustix::process::getpid()));
         Ok(Root {
             fd,
             canonical,
@@ -107,6 +118,7 @@ impl Root {
             policy: Arc::new(policy),
             mode: options.path_mode,
             writable,
+            proc_fds,
         })
     }
 
@@ -264,8 +276,14 @@ impl Root {
 
     /// What the kernel says an open file descriptor is: the canonical path of the object itself.
     pub(crate) fn real_path(&self, shown: &str, fd: &OwnedFd) -> Result<PathBuf, FsError> {
-        let link = format!("/proc/self/fd/{}", std::os::fd::AsRawFd::as_raw_fd(fd));
-        let target = rustix::fs::readlink(link.as_str(), Vec::new()).map_err(|e| {
+        let number = std::os::fd::AsRawFd::as_raw_fd(fd).to_string();
+        let target = match &self.proc_fds {
+            Some((dir, pid)) if *pid == rustix::process::getpid() => {
+                rustix::fs::readlinkat(dir, number.as_str(), Vec::new())
+            }
+            _ => rustix::fs::readlink(format!("/proc/self/fd/{number}").as_str(), Vec::new()),
+        }
+        .map_err(|e| {
             self.io(
                 shown,
                 std::io::Error::other(format!(

@@ -6,6 +6,7 @@
 //! ```
 //! Times CALLS `read_file` calls on the files of DIR and CALLS `list_directory` calls of DIR, WINDOW
 //! requests in flight (1: one at a time, as an agent issues them). Prints one JSON line per tool.
+//! `MCP_RTT_TOOLS=list_directory` times only the tools it names (comma-separated), for profiling one.
 #![allow(
     clippy::unwrap_used,
     clippy::expect_used,
@@ -77,7 +78,13 @@ fn main() {
         .collect();
     files.sort();
     let dir_text = dir.display().to_string();
+    let only = std::env::var("MCP_RTT_TOOLS").unwrap_or_default();
+    let mut timed = 0;
     for tool in ["read_file", "list_directory"] {
+        if !only.is_empty() && !only.split(',').any(|t| t == tool) {
+            continue;
+        }
+        timed += 1;
         let arguments = |i: usize| match tool {
             "read_file" => json!({"path": files[i % files.len()]}),
             _ => json!({"path": dir_text}),
@@ -122,7 +129,7 @@ fn main() {
         .map_or(0, |f| f.iter().filter_map(|x| x.parse::<u64>().ok()).sum());
     println!(
         "{}",
-        json!({"server_cpu_seconds": ticks as f64 / 100.0, "calls": 2 * (calls + 100)})
+        json!({"server_cpu_seconds": ticks as f64 / 100.0, "calls": timed * (calls + 100)})
     );
     drop(input);
     let _ = child.wait();
