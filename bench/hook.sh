@@ -1,15 +1,20 @@
 #!/usr/bin/env bash
 # Per-call wall time of `stockade hook claude` against the seed's bash + jq hook (hook-check-path.sh), on a
-# Read and on a 200-character Bash command, in one hyperfine run.
-#   bench/hook.sh [RUNS]      -> bench/results/hook.md
+# Read and on a 200-character Bash command: one hyperfine run per input, each with both hooks.
+#   bench/hook.sh [RUNS]      -> bench/results/hook-read.{md,json}, bench/results/hook-bash.{md,json}
+# Commands run without a shell (`-N`) and read the hook JSON through hyperfine's `--input`, so no shell's
+# start-up is subtracted from a 1 ms figure. Debian 12's hyperfine (1.15) has no `--input`: hyperfine 1.20
+# is then installed from crates.io into target/bench-tools.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 runs=${1:-300}
 cargo build --release --quiet
-stockade=$PWD/target/release/stockade
+# .cargo/config.toml builds for the host tuple explicitly, so the artifacts are under target/<host>/.
+release=$PWD/target/$(rustc -vV | sed -n 's/^host: //p')/release
+stockade=$release/stockade
 script=$PWD/bench/hook-check-path.sh
 work=$(mktemp -d "$PWD/target/hook-bench.XXXXXX")
-trap 'rm -rf "$work"' EXIT
+trap '[ -n "${KEEP:-}" ] || rm -rf "$work"' EXIT
 repo=$work/repo
 wt=$repo/.ittybitty/agents/a1/worktree
 mkdir -p "$wt/src" "$repo/.ittybitty/logs"
@@ -24,14 +29,21 @@ jq -n --arg cwd "$wt" '{hook_event_name:"PreToolUse",cwd:$cwd,tool_name:"Read",t
 command='cd src && grep -rn "fn main" ./main.rs ../src/main.rs > ../out.txt 2>&1 && cat ../out.txt | sort | uniq -c | head -n 20 && ls -la ../src ./ && wc -l ./main.rs ../../../../logs/a1.log && echo "done with the search over src"'
 jq -n --arg cwd "$wt" --arg c "$command" '{hook_event_name:"PreToolUse",cwd:$cwd,tool_name:"Bash",tool_input:{command:$c}}' > "$work/bash.json"
 echo "Bash command: ${#command} characters"
+hyperfine=hyperfine
+if ! hyperfine --help 2>/dev/null | grep -q -- '--input'; then
+  hyperfine=$PWD/target/bench-tools/bin/hyperfine
+  [ -x "$hyperfine" ] || cargo install --quiet --locked hyperfine@1.20.0 --root "$PWD/target/bench-tools"
+fi
 mkdir -p bench/results
+results=$PWD/bench/results
 cd "$wt"
-# The seed's script does not follow `cd`, so it blocks this command (exit 2); `|| true` keeps the run going,
+# The seed's script does not follow `cd`, so it blocks the Bash command (exit 2); `-i` keeps the run going,
 # and the cost measured is the same.
-hyperfine --warmup 20 --runs "$runs" --export-markdown "$OLDPWD/bench/results/hook.md" \
-  --export-json "$OLDPWD/bench/results/hook.json" \
-  --command-name "stockade hook claude, Read" "$stockade hook claude --agent a1 --policy $work/policy.toml < $work/read.json" \
-  --command-name "stockade hook claude, Bash (${#command} chars)" "$stockade hook claude --agent a1 --policy $work/policy.toml < $work/bash.json" \
-  --command-name "bash + jq hook-check-path, Read" "ROOT_REPO=$repo $script a1 < $work/read.json" \
-  --command-name "bash + jq hook-check-path, Bash (${#command} chars)" "ROOT_REPO=$repo $script a1 < $work/bash.json || true"
-jq -r '.results[] | "median \(.median * 1000 | . * 100 | round / 100) ms  \(.command)"' "$OLDPWD/bench/results/hook.json"
+for input in read bash; do
+  case $input in read) what="Read" ;; bash) what="Bash (${#command} chars)" ;; esac
+  "$hyperfine" -N -i --warmup 30 --runs "$runs" --input "$work/$input.json" \
+    --export-markdown "$results/hook-$input.md" --export-json "$results/hook-$input.json" \
+    --command-name "stockade hook claude, $what" "$stockade hook claude --agent a1 --policy $work/policy.toml" \
+    --command-name "bash + jq hook-check-path, $what" "env ROOT_REPO=$repo $script a1" >/dev/null
+  jq -r '.results[] | "median \(.median * 1000 | . * 100 | round / 100) ms  mean \(.mean * 1000 | . * 100 | round / 100) ms  \(.command)"' "$results/hook-$input.json"
+done

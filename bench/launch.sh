@@ -6,7 +6,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 runs=${1:-500}
 cargo build --release --quiet
-stockade=$PWD/target/release/stockade
+# .cargo/config.toml builds for the host tuple explicitly, so the artifacts are under target/<host>/.
+release=$PWD/target/$(rustc -vV | sed -n 's/^host: //p')/release
+stockade=$release/stockade
 # A workspace inside the checkout, like a real project (not under /tmp, whose every entry the sandbox
 # would mirror as an inaccessible stub because the workspace's parent directories are part of its root).
 work=$(mktemp -d "$PWD/target/launch-work.XXXXXX")

@@ -12,8 +12,10 @@ calls=${1:-10000}
 rounds=${2:-3}
 cargo build --release --quiet
 cargo build --release --quiet -p stockade-mcp --example mcp_rtt
-stockade=$PWD/target/release/stockade
-client=$PWD/target/release/examples/mcp_rtt
+# .cargo/config.toml builds for the host tuple explicitly, so the artifacts are under target/<host>/.
+release=$PWD/target/$(rustc -vV | sed -n 's/^host: //p')/release
+stockade=$release/stockade
+client=$release/examples/mcp_rtt
 ref=$PWD/target/mcp-reference
 if [ ! -f "$ref/node_modules/@modelcontextprotocol/server-filesystem/dist/index.js" ]; then
   mkdir -p "$ref" && (cd "$ref" && npm install --silent @modelcontextprotocol/server-filesystem >/dev/null)

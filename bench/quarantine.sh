@@ -7,7 +7,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 runs=${1:-50}
 cargo build --release --quiet
-stockade=$PWD/target/release/stockade
+# .cargo/config.toml builds for the host tuple explicitly, so the artifacts are under target/<host>/.
+release=$PWD/target/$(rustc -vV | sed -n 's/^host: //p')/release
+stockade=$release/stockade
 dir=$PWD/target/quarantine-bench
 rm -rf "$dir" && mkdir -p "$dir"
 for f in $(seq 1 100); do

@@ -19,6 +19,32 @@ pub(crate) struct Cli {
     pub(crate) audit_log: Option<PathBuf>,
 }
 
+/// The hook's command line alone: what `stockade hook ...` parses, the same flags as [`Cli`] accepts there.
+/// Claude Code starts the hook once per tool call; building clap's model of every other subcommand was a
+/// visible share of that start, so `main` parses a hook invocation with this.
+#[derive(Debug, Parser)]
+#[command(name = "stockade", version, about, max_term_width = 100)]
+pub(crate) struct HookCli {
+    #[command(subcommand)]
+    pub(crate) command: HookOnly,
+    /// Output JSON instead of text (one object, or one object per line for streams).
+    #[arg(long, global = true)]
+    pub(crate) json: bool,
+    /// The audit log (default: $STOCKADE_AUDIT_LOG, else $XDG_STATE_HOME/stockade/audit.jsonl).
+    #[arg(long, global = true, value_name = "FILE")]
+    pub(crate) audit_log: Option<PathBuf>,
+}
+
+/// [`Command::Hook`], alone.
+#[derive(Debug, Subcommand)]
+pub(crate) enum HookOnly {
+    /// Agent-tool hooks (what Claude Code runs before each tool call).
+    Hook {
+        #[command(subcommand)]
+        target: HookTarget,
+    },
+}
+
 #[derive(Debug, Subcommand)]
 pub(crate) enum Command {
     /// Run a command confined by the kernel (built-in profile workspace-write unless told otherwise).

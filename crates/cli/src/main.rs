@@ -16,7 +16,7 @@ use std::process::ExitCode;
 
 use clap::Parser;
 
-use args::{Cli, Command, HookTarget, InstallTarget, ProfileAction, SchemaKind};
+use args::{Cli, Command, HookCli, HookOnly, HookTarget, InstallTarget, ProfileAction, SchemaKind};
 
 /// How stockade ends (DESIGN.md, "Command line"; the README lists every code).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -52,9 +52,22 @@ impl From<ExitStatus> for ExitCode {
 }
 
 fn main() -> ExitCode {
+    if hook::is_hook_invocation() {
+        // A usage error of the hook still answers as a hook: it blocks.
+        return match HookCli::try_parse() {
+            Ok(HookCli {
+                command:
+                    HookOnly::Hook {
+                        target: HookTarget::Claude(args),
+                    },
+                audit_log,
+                json: _,
+            }) => hook::claude(args, &policy_args::audit_log(audit_log.as_deref())).into(),
+            Err(e) => hook::usage_failure(&e.to_string()),
+        };
+    }
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
-        Err(e) if hook::is_hook_invocation() => return hook::usage_failure(&e.to_string()),
         Err(e) => {
             let _ = e.print();
             return if e.use_stderr() {
@@ -68,6 +81,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Run(args) => run::run(args, cli.json, &audit),
         Command::Explain(args) => explain::explain(args, cli.json),
+        // Parsed by `HookCli` above; reached only if argv and `is_hook_invocation` ever disagree.
         Command::Hook {
             target: HookTarget::Claude(args),
         } => Ok(hook::claude(args, &audit)),

@@ -174,10 +174,7 @@ impl SandboxBuilder {
                         message: "--user needs stockade to be started as root".into(),
                     });
                 }
-                let c = CString::new(name.as_bytes()).map_err(|_| SandboxError::Policy {
-                    message: format!("bad user name '{name}'"),
-                })?;
-                let (uid, gid, _) = sys::lookup_user(&c).ok_or_else(|| SandboxError::Policy {
+                let (uid, gid, _) = sys::lookup_user(name).ok_or_else(|| SandboxError::Policy {
                     message: format!("no user named '{name}'; create it (useradd --system {name}) or pick another"),
                 })?;
                 Some((uid, gid))

@@ -469,32 +469,47 @@ pub(crate) fn getegid() -> u32 {
 }
 
 /// Looks up a user by name: (uid, gid, home).
-pub(crate) fn lookup_user(name: &CStr) -> Option<(u32, u32, std::path::PathBuf)> {
-    use std::os::unix::ffi::OsStrExt;
-    let mut buf = vec![0 as c_char; 16 * 1024];
-    // SAFETY: passwd is plain data; getpwnam_r fills it with pointers into `buf`.
-    let mut pwd: libc::passwd = unsafe { std::mem::zeroed() };
-    let mut result: *mut libc::passwd = std::ptr::null_mut();
-    // SAFETY: all pointers valid for the call; `buf` outlives every use of `pwd`'s strings below.
-    let r = unsafe {
-        libc::getpwnam_r(
-            name.as_ptr(),
-            &mut pwd,
-            buf.as_mut_ptr(),
-            buf.len(),
-            &mut result,
-        )
-    };
-    if r != 0 || result.is_null() {
+///
+/// stockade is linked statically (.cargo/config.toml), and glibc's `getpwnam_r` in a static binary
+/// `dlopen`s the NSS modules that `/etc/nsswitch.conf` names, which can crash it. So: `/etc/passwd` first,
+/// then `getent passwd` (a dynamic program with the host's NSS: LDAP, sssd, systemd users) in its own process.
+pub(crate) fn lookup_user(name: &str) -> Option<(u32, u32, std::path::PathBuf)> {
+    // A name that could split a passwd line or pass as an option is nobody's.
+    if name.is_empty() || name.starts_with('-') || name.contains([':', '\n', '\0']) {
         return None;
     }
-    // SAFETY: pw_dir points into `buf` and is NUL-terminated by getpwnam_r.
-    let home = unsafe { CStr::from_ptr(pwd.pw_dir) };
-    Some((
-        pwd.pw_uid,
-        pwd.pw_gid,
-        std::path::PathBuf::from(std::ffi::OsStr::from_bytes(home.to_bytes())),
-    ))
+    if let Some(found) = std::fs::read_to_string("/etc/passwd")
+        .ok()
+        .and_then(|text| text.lines().find_map(|line| passwd_entry(line, name)))
+    {
+        return Some(found);
+    }
+    let out = std::process::Command::new("getent")
+        .args(["passwd", "--", name])
+        .stdin(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .output()
+        .ok()?;
+    if !out.status.success() {
+        return None;
+    }
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .find_map(|line| passwd_entry(line, name))
+}
+
+/// One `passwd(5)` line, if it is `name`'s: `name:password:uid:gid:gecos:home:shell`.
+pub(crate) fn passwd_entry(line: &str, name: &str) -> Option<(u32, u32, std::path::PathBuf)> {
+    let mut fields = line.split(':');
+    if fields.next()? != name {
+        return None;
+    }
+    let _password = fields.next()?;
+    let uid = fields.next()?.parse().ok()?;
+    let gid = fields.next()?.parse().ok()?;
+    let _gecos = fields.next()?;
+    let home = fields.next()?;
+    Some((uid, gid, std::path::PathBuf::from(home)))
 }
 
 /// The Landlock ABI version, or 0 when Landlock is unavailable.
@@ -528,5 +543,34 @@ pub(crate) fn read_signal(fd: RawFd) -> Option<u32> {
         Some(info.ssi_signo)
     } else {
         None
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{lookup_user, passwd_entry};
+
+    #[test]
+    fn passwd_lines_are_read_by_field() {
+        let line = "ada:x:1001:1002:Ada L,,,:/home/ada:/bin/bash";
+        assert_eq!(
+            passwd_entry(line, "ada"),
+            Some((1001, 1002, "/home/ada".into()))
+        );
+        assert_eq!(passwd_entry(line, "ad"), None, "whole names only");
+        assert_eq!(passwd_entry("ada:x:notanumber:1:::", "ada"), None);
+        assert_eq!(passwd_entry("ada:x:1", "ada"), None, "a short line");
+    }
+
+    #[test]
+    fn users_are_found_without_nss_in_process() {
+        assert_eq!(
+            lookup_user("root").map(|(uid, gid, _)| (uid, gid)),
+            Some((0, 0))
+        );
+        assert_eq!(lookup_user("no-such-user-here"), None);
+        for bad in ["", "-s", "root:x", "root\nx"] {
+            assert_eq!(lookup_user(bad), None, "{bad:?}");
+        }
     }
 }
