@@ -11,6 +11,13 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 pub(crate) struct Cli {
     #[command(subcommand)]
     pub(crate) command: Command,
+    #[command(flatten)]
+    pub(crate) global: GlobalArgs,
+}
+
+/// Options every subcommand takes.
+#[derive(Debug, Args)]
+pub(crate) struct GlobalArgs {
     /// Output JSON instead of text (one object, or one object per line for streams).
     #[arg(long, global = true)]
     pub(crate) json: bool,
@@ -19,20 +26,50 @@ pub(crate) struct Cli {
     pub(crate) audit_log: Option<PathBuf>,
 }
 
-/// The hook's command line alone: what `stockade hook ...` parses, the same flags as [`Cli`] accepts there.
-/// Claude Code starts the hook once per tool call; building clap's model of every other subcommand was a
-/// visible share of that start, so `main` parses a hook invocation with this.
+/// The subcommand argv names: its first argument that is not a global option or a global option's value.
+pub(crate) fn subcommand_name() -> Option<String> {
+    let mut args = std::env::args().skip(1);
+    while let Some(a) = args.next() {
+        match a.as_str() {
+            "--json" => {}
+            "--audit-log" => {
+                args.next();
+            }
+            other if other.starts_with("--audit-log=") => {}
+            other => return Some(other.to_string()),
+        }
+    }
+    None
+}
+
+/// The command lines of the two subcommands that start once per tool call or confined command, alone:
+/// `hook` and `run`. They accept exactly what [`Cli`] accepts for that subcommand; building clap's model
+/// of every other subcommand was a visible share of a hook call's start-up (0.3 ms), so `main` parses
+/// these invocations with them.
 #[derive(Debug, Parser)]
 #[command(name = "stockade", version, about, max_term_width = 100)]
 pub(crate) struct HookCli {
     #[command(subcommand)]
     pub(crate) command: HookOnly,
-    /// Output JSON instead of text (one object, or one object per line for streams).
-    #[arg(long, global = true)]
-    pub(crate) json: bool,
-    /// The audit log (default: $STOCKADE_AUDIT_LOG, else $XDG_STATE_HOME/stockade/audit.jsonl).
-    #[arg(long, global = true, value_name = "FILE")]
-    pub(crate) audit_log: Option<PathBuf>,
+    #[command(flatten)]
+    pub(crate) global: GlobalArgs,
+}
+
+/// See [`HookCli`].
+#[derive(Debug, Parser)]
+#[command(name = "stockade", version, about, max_term_width = 100)]
+pub(crate) struct RunCli {
+    #[command(subcommand)]
+    pub(crate) command: RunOnly,
+    #[command(flatten)]
+    pub(crate) global: GlobalArgs,
+}
+
+/// [`Command::Run`], alone.
+#[derive(Debug, Subcommand)]
+pub(crate) enum RunOnly {
+    /// Run a command confined by the kernel (built-in profile workspace-write unless told otherwise).
+    Run(RunArgs),
 }
 
 /// [`Command::Hook`], alone.

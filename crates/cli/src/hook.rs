@@ -19,23 +19,6 @@ use crate::{ExitStatus, output};
 /// Hook input larger than this is refused (Claude Code's inputs are a few KiB; Write carries file content).
 const MAX_INPUT: u64 = 64 << 20;
 
-/// Whether argv asks for `stockade hook ...` (so that even a usage error answers as a hook).
-pub(crate) fn is_hook_invocation() -> bool {
-    // The subcommand is the first argument that is not a global option (or a global option's value).
-    let mut args = std::env::args().skip(1);
-    while let Some(a) = args.next() {
-        match a.as_str() {
-            "--json" => {}
-            "--audit-log" => {
-                args.next();
-            }
-            other if other.starts_with("--audit-log=") => {}
-            other => return other == "hook",
-        }
-    }
-    false
-}
-
 /// A usage error of the hook command still blocks.
 pub(crate) fn usage_failure(message: &str) -> ExitCode {
     emit(&render_failure(&format!(

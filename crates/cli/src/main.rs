@@ -16,7 +16,10 @@ use std::process::ExitCode;
 
 use clap::Parser;
 
-use args::{Cli, Command, HookCli, HookOnly, HookTarget, InstallTarget, ProfileAction, SchemaKind};
+use args::{
+    Cli, Command, HookCli, HookOnly, HookTarget, InstallTarget, ProfileAction, RunCli, RunOnly,
+    SchemaKind,
+};
 
 /// How stockade ends (DESIGN.md, "Command line"; the README lists every code).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -52,43 +55,57 @@ impl From<ExitStatus> for ExitCode {
 }
 
 fn main() -> ExitCode {
-    if hook::is_hook_invocation() {
-        // A usage error of the hook still answers as a hook: it blocks.
-        return match HookCli::try_parse() {
-            Ok(HookCli {
-                command:
-                    HookOnly::Hook {
-                        target: HookTarget::Claude(args),
-                    },
-                audit_log,
-                json: _,
-            }) => hook::claude(args, &policy_args::audit_log(audit_log.as_deref())).into(),
-            Err(e) => hook::usage_failure(&e.to_string()),
-        };
+    // `hook` and `run` start once per tool call or confined command: parse them with their own flags only.
+    match args::subcommand_name().as_deref() {
+        Some("hook") => {
+            // A usage error of the hook still answers as a hook: it blocks.
+            return match HookCli::try_parse() {
+                Ok(HookCli {
+                    command:
+                        HookOnly::Hook {
+                            target: HookTarget::Claude(args),
+                        },
+                    global,
+                }) => {
+                    hook::claude(args, &policy_args::audit_log(global.audit_log.as_deref())).into()
+                }
+                Err(e) => hook::usage_failure(&e.to_string()),
+            };
+        }
+        Some("run") => {
+            return match RunCli::try_parse() {
+                Ok(RunCli {
+                    command: RunOnly::Run(args),
+                    global,
+                }) => finish(run::run(
+                    args,
+                    global.json,
+                    &policy_args::audit_log(global.audit_log.as_deref()),
+                )),
+                Err(e) => usage_error(&e),
+            };
+        }
+        _ => {}
     }
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
-        Err(e) => {
-            let _ = e.print();
-            return if e.use_stderr() {
-                ExitStatus::Usage.into()
-            } else {
-                ExitStatus::Success.into()
-            };
-        }
+        Err(e) => return usage_error(&e),
     };
-    let audit = policy_args::audit_log(cli.audit_log.as_deref());
+    let (json, audit) = (
+        cli.global.json,
+        policy_args::audit_log(cli.global.audit_log.as_deref()),
+    );
     let result = match cli.command {
-        Command::Run(args) => run::run(args, cli.json, &audit),
-        Command::Explain(args) => explain::explain(args, cli.json),
-        // Parsed by `HookCli` above; reached only if argv and `is_hook_invocation` ever disagree.
+        Command::Run(args) => run::run(args, json, &audit),
+        Command::Explain(args) => explain::explain(args, json),
+        // Parsed by `HookCli` and `RunCli` above; reached only if argv and `subcommand_name` disagree.
         Command::Hook {
             target: HookTarget::Claude(args),
         } => Ok(hook::claude(args, &audit)),
         Command::Install {
             target: InstallTarget::Claude(args),
-        } => install::claude(args, cli.json),
-        Command::Audit(args) => audit_cmd::audit(args, cli.json, &audit),
+        } => install::claude(args, json),
+        Command::Audit(args) => audit_cmd::audit(args, json, &audit),
         Command::Schema {
             which: SchemaKind::Policy,
         } => {
@@ -117,17 +134,17 @@ fn main() -> ExitCode {
         Command::Extract { files } => Ok(quarantine_cmd::extract(&files)),
         Command::Profile {
             action: ProfileAction::Validate { file },
-        } => quarantine_cmd::validate(&file, cli.json),
+        } => quarantine_cmd::validate(&file, json),
         Command::Orchestrator { settings, action } => {
-            workspace_cmd::orchestrator(settings.as_deref(), action, cli.json, &audit)
+            workspace_cmd::orchestrator(settings.as_deref(), action, json, &audit)
         }
         Command::Config { settings, action } => {
-            workspace_cmd::config(settings.as_deref(), action, cli.json)
+            workspace_cmd::config(settings.as_deref(), action, json)
         }
         Command::Workflow { settings, action } => {
-            workspace_cmd::workflow(settings.as_deref(), action, cli.json, &audit)
+            workspace_cmd::workflow(settings.as_deref(), action, json, &audit)
         }
-        Command::Fs { tool } => fs_cmd::fs(tool, cli.json, &audit),
+        Command::Fs { tool } => fs_cmd::fs(tool, json, &audit),
         Command::Mcp(args) => fs_cmd::mcp(args, &audit),
         Command::Profile {
             action: ProfileAction::List,
@@ -144,11 +161,26 @@ fn main() -> ExitCode {
             Ok(ExitStatus::Success)
         }
     };
+    finish(result)
+}
+
+/// The exit code for a subcommand's result; an error is printed and is a usage error (125).
+fn finish(result: anyhow::Result<ExitStatus>) -> ExitCode {
     match result {
         Ok(status) => status.into(),
         Err(e) => {
             output::message(&format!("{e:#}"));
             ExitStatus::Usage.into()
         }
+    }
+}
+
+/// clap's verdict on argv: help and version go to stdout (exit 0), errors to stderr (exit 125).
+fn usage_error(e: &clap::Error) -> ExitCode {
+    let _ = e.print();
+    if e.use_stderr() {
+        ExitStatus::Usage.into()
+    } else {
+        ExitStatus::Success.into()
     }
 }
