@@ -24,4 +24,6 @@ hyperfine -N --warmup 5 --runs "$runs" --export-markdown bench/results/quarantin
   --export-json bench/results/quarantine.json \
   --command-name "reader bare (stockade extract, 100 files)" "$stockade extract $(echo "$dir"/*.yaml)" \
   --command-name "stockade quarantine (sandbox + provenance gate)" \
-  "$stockade --audit-log /dev/null quarantine --max-output 8MiB $(echo "$dir"/*.yaml)"
+  "$stockade --audit-log /dev/null quarantine --max-output 8MiB $(echo "$dir"/*.yaml)" \
+  --command-name "reader bare (stockade extract, 1 file)" "$stockade extract $dir/PROJECT-1.yaml" \
+  --command-name "stockade quarantine, 1 file" "$stockade --audit-log /dev/null quarantine $dir/PROJECT-1.yaml"

@@ -220,15 +220,19 @@ impl SourceSet {
         Ok(())
     }
 
-    /// The gate over a reader's parsed output: each element must be a well-formed [`TypedReference`] that
-    /// [`SourceSet::check`] accepts. Returns the valid ones (with `source.file` made canonical) and the
-    /// rejected ones with their reasons, in output order.
-    pub fn validate(&self, output: Vec<serde_json::Value>) -> (Vec<TypedReference>, Vec<Rejected>) {
+    /// The gate over a reader's output, one raw JSON element per reference: each must be a well-formed
+    /// [`TypedReference`] that [`SourceSet::check`] accepts. Returns the valid ones (with `source.file` made
+    /// canonical) and the rejected ones with their reasons, in output order. Elements stay raw text until
+    /// here, so a megabyte of output is parsed once, straight into references.
+    pub fn validate(
+        &self,
+        output: Vec<Box<serde_json::value::RawValue>>,
+    ) -> (Vec<TypedReference>, Vec<Rejected>) {
         let mut valid = Vec::new();
         let mut rejected = Vec::new();
-        for (index, value) in output.into_iter().enumerate() {
+        for (index, raw) in output.into_iter().enumerate() {
             let shown = || {
-                let mut text = value.to_string();
+                let mut text = raw.get().to_string();
                 if text.len() > 1024 {
                     let mut cut = 1024;
                     while !text.is_char_boundary(cut) {
@@ -239,8 +243,7 @@ impl SourceSet {
                 }
                 text
             };
-            // Deserialize from a borrow: the raw value is still needed to show a rejected one.
-            let reference = match TypedReference::deserialize(&value) {
+            let reference = match serde_json::from_str::<TypedReference>(raw.get()) {
                 Ok(r) => r,
                 Err(e) => {
                     rejected.push(Rejected {

@@ -436,39 +436,42 @@ fn signal_name(signal: i32) -> &'static str {
     }
 }
 
-/// The reader's stdout as a JSON array: empty output is an empty array; Claude Code's `--output-format
-/// json` envelope is unwrapped (its `result` text, without a code fence).
-pub fn parse_output(stdout: &[u8], reader: &Reader) -> Result<Vec<serde_json::Value>, String> {
-    let text = String::from_utf8_lossy(stdout);
-    let text = text.trim();
+/// The reader's stdout as a JSON array, each element left as raw JSON for the gate: empty output is an
+/// empty array; Claude Code's `--output-format json` envelope is unwrapped (its `result` text, without a
+/// code fence).
+pub fn parse_output(
+    stdout: &[u8],
+    reader: &Reader,
+) -> Result<Vec<Box<serde_json::value::RawValue>>, String> {
+    let text = stdout.trim_ascii();
     if text.is_empty() {
         return Ok(Vec::new());
     }
-    let malformed = |e: &dyn std::fmt::Display, raw: &str| {
+    let malformed = |e: &dyn std::fmt::Display, raw: &[u8]| {
         format!(
             "malformed output: not a JSON array of references ({e}); raw output: {}",
-            capped(raw.as_bytes(), 1024)
+            capped(raw, 1024)
         )
     };
-    let inner;
-    let array_text = if *reader == Reader::Claude {
-        let envelope: serde_json::Value =
-            serde_json::from_str(text).map_err(|e| malformed(&e, text))?;
-        let result = envelope
-            .get("result")
-            .and_then(|r| r.as_str())
-            .ok_or_else(|| malformed(&"no `result` text in Claude Code's JSON", text))?;
-        inner = result
-            .trim()
-            .trim_start_matches("```json")
-            .trim_start_matches("```")
-            .trim_end_matches("```")
-            .trim()
-            .to_string();
-        inner.as_str()
-    } else {
-        text
-    };
-    serde_json::from_str::<Vec<serde_json::Value>>(array_text)
-        .map_err(|e| malformed(&e, array_text))
+    if *reader != Reader::Claude {
+        // Invalid UTF-8 inside a string is taken as U+FFFD (the gate then rejects that reference alone).
+        return serde_json::from_slice(text).or_else(|e| match std::str::from_utf8(text) {
+            Ok(_) => Err(malformed(&e, text)),
+            Err(_) => serde_json::from_str(&String::from_utf8_lossy(text))
+                .map_err(|e| malformed(&e, text)),
+        });
+    }
+    let envelope: serde_json::Value =
+        serde_json::from_slice(text).map_err(|e| malformed(&e, text))?;
+    let result = envelope
+        .get("result")
+        .and_then(|r| r.as_str())
+        .ok_or_else(|| malformed(&"no `result` text in Claude Code's JSON", text))?;
+    let inner = result
+        .trim()
+        .trim_start_matches("```json")
+        .trim_start_matches("```")
+        .trim_end_matches("```")
+        .trim();
+    serde_json::from_str(inner).map_err(|e| malformed(&e, inner.as_bytes()))
 }

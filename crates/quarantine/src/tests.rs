@@ -64,7 +64,10 @@ fn the_gate_passes_only_what_is_literally_in_the_source() {
         ),
         (json!("just a string"), Some("not a TypedReference")),
     ];
-    let output: Vec<_> = cases.iter().map(|(value, _)| value.clone()).collect();
+    let output: Vec<_> = cases
+        .iter()
+        .map(|(value, _)| serde_json::value::to_raw_value(value).unwrap())
+        .collect();
     let (valid, rejected) = set.validate(output);
     assert_eq!(valid.len(), 2);
     assert!(
@@ -189,11 +192,15 @@ fn command_builders_are_the_seed_s_and_pluggable() {
 
 #[test]
 fn reader_output_is_parsed_or_reported_with_the_raw_text() {
-    assert_eq!(
-        parse_output(b"  \n", &Reader::K).unwrap(),
-        Vec::<serde_json::Value>::new()
-    );
+    assert!(parse_output(b"  \n", &Reader::K).unwrap().is_empty());
     assert_eq!(parse_output(b"[1, 2]", &Reader::K).unwrap().len(), 2);
+    assert_eq!(
+        parse_output(b"[\"ok\", \"bad \xff byte\"]", &Reader::K)
+            .unwrap()
+            .len(),
+        2,
+        "invalid UTF-8 spoils one element, not the output"
+    );
     let err = parse_output(b"{\"not\": \"an array\"}", &Reader::K).unwrap_err();
     assert!(
         err.contains("malformed output") && err.contains("{\"not\""),
@@ -262,7 +269,7 @@ fn the_extract_reader_finds_references_with_exact_provenance() {
     );
     let output = extract::extract_text("f", yaml)
         .into_iter()
-        .map(|r| serde_json::to_value(r).unwrap())
+        .map(|r| serde_json::value::to_raw_value(&r).unwrap())
         .collect();
     let (valid, rejected) = set.validate(output);
     assert_eq!((valid.len(), rejected.len()), (yaml_refs.len(), 0));
