@@ -613,3 +613,91 @@ pub(crate) struct AuditArgs {
     #[arg(long, value_name = "N", default_value_t = 100)]
     pub(crate) limit: usize,
 }
+
+#[cfg(test)]
+mod tests {
+    use clap::{CommandFactory, Parser};
+
+    use super::{Cli, HookCli, RunCli};
+
+    /// `main` parses `hook` and `run` with their own parsers: each must accept and refuse exactly what the
+    /// full command line does for that subcommand, wherever the global options are written.
+    #[test]
+    fn the_single_subcommand_parsers_agree_with_the_full_one() {
+        Cli::command().debug_assert();
+        HookCli::command().debug_assert();
+        RunCli::command().debug_assert();
+        let hooks: &[&[&str]] = &[
+            &["hook", "claude"],
+            &["--json", "hook", "claude", "--agent", "a1"],
+            &[
+                "--audit-log",
+                "/x",
+                "hook",
+                "claude",
+                "--policy",
+                "p.toml",
+                "--explain",
+            ],
+            &[
+                "hook",
+                "claude",
+                "--audit-log=/x",
+                "--rw",
+                "src",
+                "--deny",
+                "**/.env",
+            ],
+            &["hook", "claude", "--no-such-flag"],
+            &["hook", "codex"],
+            &["hook"],
+        ];
+        let runs: &[&[&str]] = &[
+            &["run", "--", "true"],
+            &[
+                "--json",
+                "run",
+                "--net",
+                "--timeout",
+                "5s",
+                "--",
+                "sh",
+                "-c",
+                "x",
+            ],
+            &["run", "--audit-log", "/x", "--rw", "src", "--", "true"],
+            &[
+                "run",
+                "--profile",
+                "read-only",
+                "--json",
+                "--",
+                "cargo",
+                "metadata",
+            ],
+            &["run", "--bogus"],
+            &["run"],
+        ];
+        for (argv, own) in hooks
+            .iter()
+            .map(|a| {
+                (
+                    a,
+                    HookCli::try_parse_from(std::iter::once("stockade").chain(a.iter().copied()))
+                        .is_ok(),
+                )
+            })
+            .chain(runs.iter().map(|a| {
+                (
+                    a,
+                    RunCli::try_parse_from(std::iter::once("stockade").chain(a.iter().copied()))
+                        .is_ok(),
+                )
+            }))
+        {
+            let full = Cli::try_parse_from(std::iter::once("stockade").chain(argv.iter().copied()))
+                .is_ok();
+            assert_eq!(own, full, "{argv:?}");
+        }
+    }
+}
