@@ -41,6 +41,15 @@ impl EntryKind {
             _ => EntryKind::Other,
         }
     }
+
+    /// How text listings mark the kind after a name: `/` for a directory, `@` for a link, else nothing.
+    pub fn suffix(self) -> &'static str {
+        match self {
+            EntryKind::Directory => "/",
+            EntryKind::Symlink => "@",
+            EntryKind::File | EntryKind::Other => "",
+        }
+    }
 }
 
 pub(crate) fn describe(file_type: FileType) -> &'static str {
@@ -168,10 +177,8 @@ pub struct Tree {
 impl Root {
     /// Reads a regular file as text, whole or a line range, up to `options.max_bytes`.
     pub fn read_file(&self, path: &str, options: ReadOptions) -> Result<FileContent, FsError> {
-        let relative = self.relative(path)?;
         // O_NONBLOCK: opening a FIFO must not hang; it is refused below by its type.
-        let opened = self.open_beneath(path, &relative, OFlags::RDONLY | OFlags::NONBLOCK)?;
-        self.check(path, &opened.real, Access::Read)?;
+        let opened = self.open_to_read(path, OFlags::RDONLY | OFlags::NONBLOCK)?;
         let size = regular_size(path, &opened.fd, "read")?;
         let start = options.start_line.unwrap_or(1).max(1);
         if let Some(end) = options.end_line
@@ -298,9 +305,7 @@ impl Root {
         max_entries: usize,
         with_sizes: bool,
     ) -> Result<Listing, FsError> {
-        let relative = self.relative(path)?;
-        let opened = self.open_beneath(path, &relative, OFlags::RDONLY | OFlags::DIRECTORY)?;
-        self.check(path, &opened.real, Access::Read)?;
+        let opened = self.open_to_read(path, OFlags::RDONLY | OFlags::DIRECTORY)?;
         let mut entries = Vec::new();
         let mut hidden = 0;
         let mut truncated = false;
@@ -339,9 +344,7 @@ impl Root {
 
     /// Metadata of a path (symlinks inside the root are followed).
     pub fn file_info(&self, path: &str) -> Result<FileInfo, FsError> {
-        let relative = self.relative(path)?;
-        let opened = self.open_beneath(path, &relative, OFlags::PATH)?;
-        self.check(path, &opened.real, Access::Read)?;
+        let opened = self.open_to_read(path, OFlags::PATH)?;
         let st = rustix::fs::fstat(&opened.fd).map_err(|e| self.io(path, e.into()))?;
         Ok(FileInfo {
             path: self.display(&opened.real),
@@ -361,9 +364,7 @@ impl Root {
         max_depth: usize,
         max_entries: usize,
     ) -> Result<Tree, FsError> {
-        let relative = self.relative(path)?;
-        let opened = self.open_beneath(path, &relative, OFlags::RDONLY | OFlags::DIRECTORY)?;
-        self.check(path, &opened.real, Access::Read)?;
+        let opened = self.open_to_read(path, OFlags::RDONLY | OFlags::DIRECTORY)?;
         let mut budget = max_entries;
         let mut truncated = false;
         let children = self.tree_children(

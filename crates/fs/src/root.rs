@@ -192,6 +192,15 @@ impl Root {
         Ok(relative)
     }
 
+    /// Opens the model's `path` beneath the root with `flags` and judges what the kernel opened for read:
+    /// the start of every read-side tool.
+    pub(crate) fn open_to_read(&self, path: &str, flags: OFlags) -> Result<Opened, FsError> {
+        let relative = self.relative(path)?;
+        let opened = self.open_beneath(path, &relative, flags)?;
+        self.check(path, &opened.real, Access::Read)?;
+        Ok(opened)
+    }
+
     /// Opens `relative` beneath the root with `flags`, or explains why not.
     pub(crate) fn open_beneath(
         &self,

@@ -16,7 +16,6 @@ use grep_searcher::{
 use rustix::fs::{FileType, Mode, OFlags};
 use schemars::JsonSchema;
 use serde::Serialize;
-use stockade_policy::Access;
 
 use crate::error::FsError;
 use crate::read::EntryKind;
@@ -208,10 +207,7 @@ impl Root {
         &self,
         limits: &WalkLimits,
     ) -> Result<(crate::root::Opened, WalkOptions), FsError> {
-        let relative = self.relative(&limits.path)?;
-        let opened =
-            self.open_beneath(&limits.path, &relative, OFlags::RDONLY | OFlags::DIRECTORY)?;
-        self.check(&limits.path, &opened.real, Access::Read)?;
+        let opened = self.open_to_read(&limits.path, OFlags::RDONLY | OFlags::DIRECTORY)?;
         let threads = if limits.threads == 0 {
             std::thread::available_parallelism()
                 .map(|n| n.get().min(8))
@@ -289,13 +285,7 @@ impl Root {
         let all = Mutex::new(Vec::new());
 
         // One file named directly: search it, whatever the globs say.
-        let relative = self.relative(&options.limits.path)?;
-        let opened = self.open_beneath(
-            &options.limits.path,
-            &relative,
-            OFlags::RDONLY | OFlags::NONBLOCK,
-        )?;
-        self.check(&options.limits.path, &opened.real, Access::Read)?;
+        let opened = self.open_to_read(&options.limits.path, OFlags::RDONLY | OFlags::NONBLOCK)?;
         let st =
             rustix::fs::fstat(&opened.fd).map_err(|e| self.io(&options.limits.path, e.into()))?;
         if FileType::from_raw_mode(st.st_mode) != FileType::Directory {
