@@ -198,6 +198,18 @@ fn run_tool(
             output::out(&text());
         }
     };
+    // write_file and edit_file answer alike.
+    let print_written = |outcome: &stockade_fs::WriteOutcome| {
+        print(
+            &|| serde_json::to_value(outcome).unwrap_or_default(),
+            &|| {
+                format!(
+                    "{} {} ({} bytes)",
+                    outcome.action, outcome.path, outcome.bytes
+                )
+            },
+        );
+    };
     match command {
         FsCommand::List { path, .. } => (
             "list_directory",
@@ -209,11 +221,7 @@ fn run_tool(
                         listing
                             .entries
                             .iter()
-                            .map(|e| match e.kind {
-                                stockade_fs::EntryKind::Directory => format!("{}/", e.name),
-                                stockade_fs::EntryKind::Symlink => format!("{}@", e.name),
-                                _ => e.name.clone(),
-                            })
+                            .map(|e| format!("{}{}", e.name, e.kind.suffix()))
                             .collect::<Vec<_>>()
                             .join("\n")
                     },
@@ -382,15 +390,7 @@ fn run_tool(
                         source,
                     })?;
                 let outcome = root.write_file(path, &content)?;
-                print(
-                    &|| serde_json::to_value(&outcome).unwrap_or_default(),
-                    &|| {
-                        format!(
-                            "{} {} ({} bytes)",
-                            outcome.action, outcome.path, outcome.bytes
-                        )
-                    },
-                );
+                print_written(&outcome);
                 Ok(ExitStatus::Success)
             })(),
         ),
@@ -402,15 +402,7 @@ fn run_tool(
                     new_text: new.clone(),
                 };
                 let outcome = root.edit_file(path, &[edit])?;
-                print(
-                    &|| serde_json::to_value(&outcome).unwrap_or_default(),
-                    &|| {
-                        format!(
-                            "{} {} ({} bytes)",
-                            outcome.action, outcome.path, outcome.bytes
-                        )
-                    },
-                );
+                print_written(&outcome);
                 Ok(ExitStatus::Success)
             })(),
         ),
@@ -454,15 +446,11 @@ fn truncation_note(truncated: bool) {
 fn draw(text: &mut String, nodes: &[stockade_fs::TreeNode], indent: &str) {
     for (i, node) in nodes.iter().enumerate() {
         let last = i + 1 == nodes.len();
-        let suffix = match node.kind {
-            stockade_fs::EntryKind::Directory => "/",
-            stockade_fs::EntryKind::Symlink => "@",
-            _ => "",
-        };
         text.push_str(&format!(
-            "{indent}{}{}{suffix}\n",
+            "{indent}{}{}{}\n",
             if last { "└── " } else { "├── " },
-            node.name
+            node.name,
+            node.kind.suffix()
         ));
         if let Some(children) = &node.children {
             let deeper = format!("{indent}{}", if last { "    " } else { "│   " });

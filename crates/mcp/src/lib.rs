@@ -236,6 +236,13 @@ fn cap(value: Option<usize>, default: usize, max: usize) -> usize {
     value.unwrap_or(default).min(max)
 }
 
+/// The byte cap of a read: the client's `maxBytes`, else the default, never over [`MAX_BYTES_CAP`].
+fn read_cap(max_bytes: Option<u64>) -> u64 {
+    max_bytes
+        .unwrap_or(stockade_fs::DEFAULT_MAX_READ_BYTES)
+        .min(MAX_BYTES_CAP)
+}
+
 impl FsServer {
     /// Serves the tools of `root`.
     pub fn new(root: Root) -> FsServer {
@@ -332,13 +339,18 @@ impl FsServer {
                 result
             }
             Err(error) => {
-                if error.is_refusal()
-                    && let Some(hook) = &self.on_refusal
-                {
-                    hook(name, &error);
-                }
+                self.report_refusal(name, &error);
                 self.error_result(&error)
             }
+        }
+    }
+
+    /// Hands a refusal (not an ordinary failure) to the refusal hook, for the audit log.
+    fn report_refusal(&self, tool: &str, error: &FsError) {
+        if error.is_refusal()
+            && let Some(hook) = &self.on_refusal
+        {
+            hook(tool, error);
         }
     }
 
@@ -393,11 +405,7 @@ impl FsServer {
                 let mut text = String::new();
                 for entry in &listing.entries {
                     text.push_str(&entry.name);
-                    match entry.kind {
-                        EntryKind::Directory => text.push('/'),
-                        EntryKind::Symlink => text.push('@'),
-                        _ => {}
-                    }
+                    text.push_str(entry.kind.suffix());
                     if let Some(size) = entry.size {
                         text.push_str(&format!(" ({size} bytes)"));
                     }
@@ -416,21 +424,16 @@ impl FsServer {
                 let options = ReadOptions {
                     start_line: a.start_line,
                     end_line: a.end_line,
-                    max_bytes: a
-                        .max_bytes
-                        .unwrap_or(stockade_fs::DEFAULT_MAX_READ_BYTES)
-                        .min(MAX_BYTES_CAP),
+                    max_bytes: read_cap(a.max_bytes),
                 };
                 let content = root.read_file(&a.path, options)?;
-                Ok((content.content.clone(), metadata(&content)))
+                let structured = metadata(&content);
+                Ok((content.content, structured))
             }
             "read_multiple_files" => {
                 let a: ReadManyArgs = args(arguments)?;
                 let options = ReadOptions {
-                    max_bytes: a
-                        .max_bytes
-                        .unwrap_or(stockade_fs::DEFAULT_MAX_READ_BYTES)
-                        .min(MAX_BYTES_CAP),
+                    max_bytes: read_cap(a.max_bytes),
                     ..ReadOptions::default()
                 };
                 let mut text = String::new();
@@ -446,11 +449,7 @@ impl FsServer {
                             files.push(metadata(&content));
                         }
                         Err(error) => {
-                            if error.is_refusal()
-                                && let Some(hook) = &self.on_refusal
-                            {
-                                hook(name, &error);
-                            }
+                            self.report_refusal(name, &error);
                             text.push_str(&format!("{path}: error: {error}\n"));
                             files.push(json!({"path": path, "error": error.code(), "message": error.to_string()}));
                         }
