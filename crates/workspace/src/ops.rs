@@ -132,15 +132,7 @@ pub fn grant(path: &Path, id: &str, area: &str, mode: AccessMode) -> Result<(), 
                     .collect(),
             });
         }
-        let known: Vec<String> = settings.orchestrators.keys().cloned().collect();
-        let entry = settings
-            .orchestrators
-            .get_mut(id)
-            .ok_or_else(|| WorkspaceError::Unknown {
-                what: "orchestrator",
-                name: id.to_string(),
-                known,
-            })?;
+        let entry = settings.orchestrator_mut(id)?;
         let grant = match mode {
             AccessMode::ReadWrite => Grant::Name(area.to_string()),
             AccessMode::ReadOnly => Grant::Full {
@@ -159,15 +151,7 @@ pub fn grant(path: &Path, id: &str, area: &str, mode: AccessMode) -> Result<(), 
 /// Revokes a shared area (an area not granted is an error, so typos show).
 pub fn revoke(path: &Path, id: &str, area: &str) -> Result<(), WorkspaceError> {
     edit(path, |settings| {
-        let known: Vec<String> = settings.orchestrators.keys().cloned().collect();
-        let entry = settings
-            .orchestrators
-            .get_mut(id)
-            .ok_or_else(|| WorkspaceError::Unknown {
-                what: "orchestrator",
-                name: id.to_string(),
-                known,
-            })?;
+        let entry = settings.orchestrator_mut(id)?;
         let before = entry.shared_access.len();
         entry.shared_access.retain(|g| g.name() != area);
         if entry.shared_access.len() == before {
@@ -194,15 +178,7 @@ pub fn set_workspace(
         )));
     }
     edit(path, |settings| {
-        let known: Vec<String> = settings.orchestrators.keys().cloned().collect();
-        let entry = settings
-            .orchestrators
-            .get_mut(id)
-            .ok_or_else(|| WorkspaceError::Unknown {
-                what: "orchestrator",
-                name: id.to_string(),
-                known,
-            })?;
+        let entry = settings.orchestrator_mut(id)?;
         entry.private_workspace = workspace.map(Path::to_path_buf);
         Ok(settings.private_workspace(id))
     })

@@ -281,11 +281,23 @@ impl Settings {
     pub fn orchestrator(&self, id: &str) -> Result<&OrchestratorEntry, WorkspaceError> {
         self.orchestrators
             .get(id)
-            .ok_or_else(|| WorkspaceError::Unknown {
-                what: "orchestrator",
-                name: id.to_string(),
-                known: self.orchestrators.keys().cloned().collect(),
-            })
+            .ok_or_else(|| self.unknown_orchestrator(id))
+    }
+
+    /// The orchestrator to edit, or an error naming the known ones.
+    pub fn orchestrator_mut(&mut self, id: &str) -> Result<&mut OrchestratorEntry, WorkspaceError> {
+        match self.orchestrators.get_index_of(id) {
+            Some(i) => Ok(&mut self.orchestrators[i]),
+            None => Err(self.unknown_orchestrator(id)),
+        }
+    }
+
+    fn unknown_orchestrator(&self, id: &str) -> WorkspaceError {
+        WorkspaceError::Unknown {
+            what: "orchestrator",
+            name: id.to_string(),
+            known: self.orchestrators.keys().cloned().collect(),
+        }
     }
 
     /// Every problem, not just the first (seed 002, "Path Security and Validation" and the step rules).
