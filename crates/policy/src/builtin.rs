@@ -41,6 +41,35 @@ pub const SYSTEM_SECRETS: &[&str] = &[
     "/etc/ssh/ssh_host_ed25519_key",
 ];
 
+/// The TOML of a profile stockade writes for a run it sets up itself (a quarantine reader, an orchestrator
+/// agent): `base = "/"`; [`SYSTEM_READ_DIRS`] and `read` readable; `write` writable; [`SYSTEM_SECRETS`] and
+/// `deny` denied; only `PATH`, `LANG`, `LC_ALL` and `TERM` passed from the environment. Paths are quoted
+/// as TOML strings; whether they are literal (see [`crate::is_literal_path`]) is the caller's to check.
+pub fn system_run_profile(
+    name: &str,
+    read: &[&std::path::Path],
+    write: &[&std::path::Path],
+    deny: &[&std::path::Path],
+) -> String {
+    let list = |system: &[&str], extra: &[&std::path::Path]| {
+        system
+            .iter()
+            .map(|p| std::borrow::Cow::Borrowed(*p))
+            .chain(extra.iter().map(|p| p.to_string_lossy()))
+            // JSON's string escapes are valid in a TOML basic string.
+            .map(|p| serde_json::to_string(&p).unwrap_or_default())
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    format!(
+        "[profile.{name}]\nbase = \"/\"\nfs.read = [{}]\nfs.write = [{}]\nfs.deny = [{}]\n\
+         env.pass = [\"PATH\", \"LANG\", \"LC_ALL\", \"TERM\"]\n",
+        list(SYSTEM_READ_DIRS, read),
+        list(&[], write),
+        list(SYSTEM_SECRETS, deny),
+    )
+}
+
 /// The default profile when neither `--profile` nor a policy file picks one.
 pub const DEFAULT_PROFILE: &str = "workspace-write";
 

@@ -59,6 +59,7 @@ mod vars;
 
 pub use builtin::{
     BUILTIN_PROFILES, BUILTIN_TOML, DEFAULT_PROFILE, SYSTEM_READ_DIRS, SYSTEM_SECRETS,
+    system_run_profile,
 };
 pub use decide::{Decision, Denial, DenyCause, ExplainedRule, Explanation};
 pub use error::PolicyError;
@@ -69,7 +70,7 @@ pub use file::{
 pub use path::{AbsPath, CanonicalPath, PathResolver};
 pub use resolve::{
     HookRules, Limits, LimitsOverride, PolicyBuilder, ResolvedEnv, ResolvedPolicy, ToolDecision,
-    ToolRules, wildcard_match,
+    ToolRules, is_literal_path, wildcard_match,
 };
 pub use scope::{
     Access, GlobTarget, Level, PathTarget, RuleId, RuleSource, Scope, ScopeKind, ScopeTarget,

@@ -440,6 +440,12 @@ fn is_glob(text: &str) -> bool {
     text.contains(['*', '?', '[', '{'])
 }
 
+/// Whether a policy written by stockade itself can name this path as it is: no `${` (a variable) and no
+/// glob character, closing brackets included (so nothing is read as a pattern however it is quoted).
+pub fn is_literal_path(text: &str) -> bool {
+    !text.contains("${") && !text.contains(['*', '?', '[', ']', '{', '}'])
+}
+
 fn make_scope(
     kind: ScopeKind,
     written: &str,

@@ -7,7 +7,7 @@
 //! profile allows `WebFetch`. The profile's tool lists are handed to readers that understand them (Claude
 //! Code); the kernel enforces the file and network rules whatever the reader does.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -183,11 +183,6 @@ pub fn find_program(program: &str) -> Option<PathBuf> {
         .and_then(|p| std::fs::canonicalize(p).ok())
 }
 
-/// TOML basic string (JSON's escapes are valid TOML).
-fn toml_string(text: &str) -> String {
-    serde_json::to_string(text).unwrap_or_else(|_| "\"\"".to_string())
-}
-
 /// Runs the reader on `files` and gates its output (the seed's `runQuarantine(files, opts)`).
 pub fn run(
     files: &[PathBuf],
@@ -254,7 +249,7 @@ pub fn run(
             });
         }
         let text = canonical.to_string_lossy();
-        if text.contains("${") || text.contains(['*', '?', '[', ']', '{', '}']) {
+        if !stockade_policy::is_literal_path(&text) {
             return Err(QuarantineError::Input {
                 path: file.clone(),
                 reason: "its path holds `${` or a glob character, which the policy would not take literally; rename or copy it".to_string(),
@@ -296,32 +291,17 @@ pub fn run(
     })?;
 
     let temp = stockade_sandbox::new_temp_dir_path();
-    let mut toml = String::from("[profile.quarantine]\nbase = \"/\"\nfs.read = [\n");
-    for dir in stockade_policy::SYSTEM_READ_DIRS {
-        toml.push_str(&format!("  {},\n", toml_string(dir)));
-    }
-    toml.push_str(&format!("  {},\n", toml_string(&program.to_string_lossy())));
-    for input in &inputs {
-        toml.push_str(&format!("  {},\n", toml_string(&input.to_string_lossy())));
-    }
-    toml.push_str("]\nfs.deny = [\n");
-    for secret in stockade_policy::SYSTEM_SECRETS {
-        toml.push_str(&format!("  {},\n", toml_string(secret)));
-    }
-    for path in &denied {
-        toml.push_str(&format!("  {},\n", toml_string(&path.to_string_lossy())));
-    }
-    toml.push_str("]\nenv.pass = [\"PATH\", \"LANG\", \"LC_ALL\", \"TERM\"]\n");
-    if reader == Reader::Claude {
-        // Claude Code needs its own state and credentials: granted explicitly, every other rule kept.
-        let state = home.join(".claude");
-        let config_file = home.join(".claude.json");
-        toml.push_str(&format!(
-            "fs.write = [{}, {}]\n",
-            toml_string(&state.to_string_lossy()),
-            toml_string(&config_file.to_string_lossy())
-        ));
-    }
+    let mut read = vec![program.as_path()];
+    read.extend(inputs.iter().map(PathBuf::as_path));
+    // Claude Code needs its own state and credentials: granted explicitly, every other rule kept.
+    let claude_state = [home.join(".claude"), home.join(".claude.json")];
+    let write: Vec<&Path> = if reader == Reader::Claude {
+        claude_state.iter().map(PathBuf::as_path).collect()
+    } else {
+        Vec::new()
+    };
+    let deny: Vec<&Path> = denied.iter().map(PathBuf::as_path).collect();
+    let toml = stockade_policy::system_run_profile("quarantine", &read, &write, &deny);
     let mut vars = Variables::default();
     vars.set_path("CWD", &temp);
     vars.set_path("HOME", &home);

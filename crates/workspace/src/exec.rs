@@ -38,15 +38,15 @@ pub struct ExecPlan {
     pub temp_dir: PathBuf,
 }
 
-fn quoted(path: &Path) -> Result<String, WorkspaceError> {
-    let text = path.to_string_lossy();
-    if text.contains("${") || text.contains(['*', '?', '[', ']', '{', '}']) {
+/// `path`, if a policy can name it as it is (see [`stockade_policy::is_literal_path`]).
+fn literal(path: &Path) -> Result<&Path, WorkspaceError> {
+    if !stockade_policy::is_literal_path(&path.to_string_lossy()) {
         return Err(WorkspaceError::Refused(format!(
             "{} holds `${{` or a glob character, which a policy would not take literally; rename it",
             path.display()
         )));
     }
-    Ok(serde_json::to_string(&text).unwrap_or_default())
+    Ok(path)
 }
 
 /// Builds the plan for a run of `id`'s agent in `mode`, after validating the whole settings (nothing starts
@@ -105,30 +105,15 @@ pub fn plan(
         })
         .collect();
 
-    let mut toml = String::from("[profile.orchestrator]\nbase = \"/\"\nfs.read = [");
-    let mut read: Vec<String> = stockade_policy::SYSTEM_READ_DIRS
-        .iter()
-        .map(|p| format!("{p:?}"))
-        .collect();
-    let mut write = vec![quoted(&private)?];
+    let mut read = Vec::new();
+    let mut write = vec![literal(&private)?];
     for grant in &shared {
         match grant.mode {
-            AccessMode::ReadWrite => write.push(quoted(&grant.path)?),
-            AccessMode::ReadOnly => read.push(quoted(&grant.path)?),
+            AccessMode::ReadWrite => write.push(literal(&grant.path)?),
+            AccessMode::ReadOnly => read.push(literal(&grant.path)?),
         }
     }
-    toml.push_str(&read.join(", "));
-    toml.push_str("]\nfs.write = [");
-    toml.push_str(&write.join(", "));
-    toml.push_str("]\nfs.deny = [");
-    toml.push_str(
-        &stockade_policy::SYSTEM_SECRETS
-            .iter()
-            .map(|p| format!("{p:?}"))
-            .collect::<Vec<_>>()
-            .join(", "),
-    );
-    toml.push_str("]\nenv.pass = [\"PATH\", \"LANG\", \"LC_ALL\", \"TERM\"]\n");
+    let toml = stockade_policy::system_run_profile("orchestrator", &read, &write, &[]);
     let mut vars = Variables::default();
     vars.set_path("CWD", &cwd);
     vars.set_path("HOME", &private);
