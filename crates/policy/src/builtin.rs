@@ -39,6 +39,7 @@ pub const SYSTEM_SECRETS: &[&str] = &[
     "/etc/ssh/ssh_host_rsa_key",
     "/etc/ssh/ssh_host_ecdsa_key",
     "/etc/ssh/ssh_host_ed25519_key",
+    "/etc/ssh/ssh_host_dsa_key",
 ];
 
 /// The TOML of a profile stockade writes for a run it sets up itself (a quarantine reader, an orchestrator

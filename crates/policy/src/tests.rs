@@ -413,3 +413,25 @@ mod properties {
         out
     }
 }
+
+/// The lists the quarantine and orchestrator runs use are the built-in `system` profile's, written twice
+/// (once as constants, once in the TOML whose line numbers `explain` shows): they must not drift apart.
+#[test]
+fn system_lists_match_the_builtin_system_profile() {
+    let file: crate::file::PolicyFile = toml::from_str(crate::BUILTIN_TOML).unwrap();
+    let system = &file.profile.get("system").unwrap().fs;
+    let read: Vec<&str> = system.read.iter().map(|s| s.get_ref().as_str()).collect();
+    for dir in crate::SYSTEM_READ_DIRS {
+        assert!(
+            read.contains(dir),
+            "{dir} is not read by the system profile"
+        );
+    }
+    let absolute_denies: Vec<&str> = system
+        .deny
+        .iter()
+        .map(|s| s.get_ref().as_str())
+        .filter(|s| s.starts_with('/'))
+        .collect();
+    assert_eq!(absolute_denies, crate::SYSTEM_SECRETS);
+}
