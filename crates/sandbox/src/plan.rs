@@ -130,15 +130,7 @@ impl MountPlan {
                     if !exists {
                         continue;
                     }
-                    // The level the policy gives the path itself (a tie may go to a stricter rule), but
-                    // never above what its contents inherit: a glob grant matching a directory raises the
-                    // directory, not the tree a bind would expose.
-                    let level = policy.decide(&target.canonical, Access::Read).level();
-                    let level = if path.is_dir() {
-                        level.min(policy.path_scope_level(&target.canonical))
-                    } else {
-                        level
-                    };
+                    let level = bind_level(policy, &target.canonical, path.is_dir());
                     if level == Level::None {
                         continue;
                     }
@@ -570,14 +562,11 @@ fn rebind_children(
         if ft.is_symlink() {
             continue;
         }
-        let level = policy
-            .decide(&CanonicalPath::assume_canonical(path.clone()), Access::Read)
-            .level()
-            .min(if ft.is_dir() {
-                policy.path_scope_level(&CanonicalPath::assume_canonical(path.clone()))
-            } else {
-                Level::Write
-            });
+        let level = bind_level(
+            policy,
+            &CanonicalPath::assume_canonical(path.clone()),
+            ft.is_dir(),
+        );
         if level > cap {
             entries.push(PlannedMount {
                 path,
@@ -587,6 +576,18 @@ fn rebind_children(
                 },
             });
         }
+    }
+}
+
+/// The level a bind of `path` exposes: the level the policy gives the path itself (a tie may go to a
+/// stricter rule), but for a directory never above what its contents inherit, since a glob grant matching
+/// a directory raises the directory, not the tree a bind would expose.
+fn bind_level(policy: &ResolvedPolicy, path: &CanonicalPath, is_dir: bool) -> Level {
+    let level = policy.decide(path, Access::Read).level();
+    if is_dir {
+        level.min(policy.path_scope_level(path))
+    } else {
+        level
     }
 }
 
