@@ -52,6 +52,12 @@ impl EntryKind {
     }
 }
 
+/// The text of bytes read from a file: taken as they are when valid UTF-8 (no copy of the file), else with
+/// U+FFFD for each bad sequence.
+fn into_text(bytes: Vec<u8>) -> String {
+    String::from_utf8(bytes).unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned())
+}
+
 pub(crate) fn describe(file_type: FileType) -> &'static str {
     match file_type {
         FileType::RegularFile => "regular file",
@@ -234,7 +240,7 @@ impl Root {
         }
         Ok(FileContent {
             path: shown,
-            content: String::from_utf8_lossy(&content).into_owned(),
+            content: into_text(content),
             start_line: start,
             end_line: last,
             size,
@@ -280,7 +286,7 @@ impl Root {
         };
         Ok(FileContent {
             path: shown,
-            content: String::from_utf8_lossy(&bytes).into_owned(),
+            content: into_text(bytes),
             start_line: 1,
             end_line,
             size,

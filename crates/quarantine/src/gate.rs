@@ -120,11 +120,10 @@ impl SourceSet {
                 });
             }
             let bytes = std::fs::read(&canonical).map_err(io)?;
-            set.add(
-                path,
-                canonical,
-                String::from_utf8_lossy(&bytes).into_owned(),
-            );
+            // Valid UTF-8 (nearly every source) is taken as it is, not copied.
+            let text = String::from_utf8(bytes)
+                .unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned());
+            set.add(path, canonical, text);
         }
         Ok(set)
     }
