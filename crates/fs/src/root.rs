@@ -216,10 +216,7 @@ impl Root {
         };
         let beneath = ResolveFlags::BENEATH | ResolveFlags::NO_MAGICLINKS;
         match self.openat2_retrying(relative, flags, beneath) {
-            Ok(fd) => {
-                let real = self.real_path(shown, &fd)?;
-                Ok(Opened { fd, real })
-            }
+            Ok(fd) => self.named(shown, fd),
             Err(Errno::XDEV) => self.open_through_absolute_link(shown, relative, flags),
             Err(errno) => Err(self.errno(shown, errno)),
         }
@@ -250,10 +247,7 @@ impl Root {
         let strict =
             ResolveFlags::BENEATH | ResolveFlags::NO_MAGICLINKS | ResolveFlags::NO_SYMLINKS;
         match self.openat2_retrying(inside, flags, strict) {
-            Ok(fd) => {
-                let real = self.real_path(shown, &fd)?;
-                Ok(Opened { fd, real })
-            }
+            Ok(fd) => self.named(shown, fd),
             // Swapped for a link since we resolved it: refuse rather than chase it.
             Err(Errno::XDEV | Errno::LOOP) => Err(escape()),
             Err(errno) => Err(self.errno(shown, errno)),
@@ -281,6 +275,12 @@ impl Root {
             }
         }
         Err(last)
+    }
+
+    /// `fd` with the path the kernel gives it.
+    fn named(&self, shown: &str, fd: OwnedFd) -> Result<Opened, FsError> {
+        let real = self.real_path(shown, &fd)?;
+        Ok(Opened { fd, real })
     }
 
     /// What the kernel says an open file descriptor is: the canonical path of the object itself.
