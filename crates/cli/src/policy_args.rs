@@ -85,6 +85,16 @@ pub(crate) fn builder(args: &PolicyArgs, vars: Variables) -> PolicyBuilder {
 }
 
 /// The audit log location.
+/// A flag's value read by `parse` (`stockade_policy::parse_duration`, `parse_size`), or an error naming
+/// the flag and the value given.
+pub(crate) fn flag_value<T>(
+    flag: &str,
+    value: &str,
+    parse: fn(&str) -> Result<T, String>,
+) -> anyhow::Result<T> {
+    parse(value).map_err(|e| anyhow::anyhow!("{flag} {value:?}: {e}"))
+}
+
 pub(crate) fn audit_log(flag: Option<&Path>) -> AuditLog {
     match flag {
         Some(p) => AuditLog::at(p),

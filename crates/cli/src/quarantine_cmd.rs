@@ -9,14 +9,17 @@ use stockade_quarantine::{CrossProjectProfile, QuarantineConfig, QuarantineError
 use crate::ExitStatus;
 use crate::args::{QuarantineArgs, ReaderKind};
 use crate::output;
+use crate::policy_args::flag_value;
 
 /// `stockade quarantine FILES`: the result as JSON on stdout; exit 0 when the run succeeded, 1 when it did
 /// not (timeout, exit code, malformed output), 127 when the reader is not installed, 125 for bad input.
 pub(crate) fn quarantine(args: QuarantineArgs, audit: &AuditLog) -> anyhow::Result<ExitStatus> {
-    let timeout = stockade_policy::parse_duration(&args.timeout)
-        .map_err(|e| anyhow::anyhow!("--timeout {:?}: {e}", args.timeout))?;
-    let max_output = stockade_policy::parse_size(&args.max_output)
-        .map_err(|e| anyhow::anyhow!("--max-output {:?}: {e}", args.max_output))?;
+    let timeout = flag_value("--timeout", &args.timeout, stockade_policy::parse_duration)?;
+    let max_output = flag_value(
+        "--max-output",
+        &args.max_output,
+        stockade_policy::parse_size,
+    )?;
     let reader = match args.reader {
         ReaderKind::Extract => Reader::Extract {
             program: std::env::current_exe()

@@ -37,14 +37,14 @@ pub(crate) fn run(args: RunArgs, json: bool, audit: &AuditLog) -> anyhow::Result
     }
     let size = |flag: &str, v: &Option<String>| -> anyhow::Result<Option<u64>> {
         v.as_deref()
-            .map(|s| parse_size(s).map_err(|e| anyhow!("{flag}: {e}")))
+            .map(|s| policy_args::flag_value(flag, s, parse_size))
             .transpose()
     };
     builder.limits(LimitsOverride {
         timeout: args
             .timeout
             .as_deref()
-            .map(|t| parse_duration(t).map_err(|e| anyhow!("--timeout: {e}")))
+            .map(|t| policy_args::flag_value("--timeout", t, parse_duration))
             .transpose()?,
         memory: size("--memory", &args.memory)?,
         pids: args.pids,

@@ -181,8 +181,7 @@ pub(crate) fn orchestrator(
             };
             let timeout = timeout
                 .map(|t| {
-                    stockade_policy::parse_duration(&t)
-                        .map_err(|e| anyhow::anyhow!("--timeout {t:?}: {e}"))
+                    crate::policy_args::flag_value("--timeout", &t, stockade_policy::parse_duration)
                 })
                 .transpose()?;
             return execute(&settings, &id, &run, mode, &[], &command, timeout, audit);
