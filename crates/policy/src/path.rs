@@ -128,7 +128,7 @@ impl CanonicalPath {
                         pending.insert(i, part);
                     }
                 }
-                Entry::Other => {
+                Entry::Present { .. } => {
                     resolved = candidate;
                     existing_len = resolved.as_os_str().len();
                 }
@@ -185,7 +185,7 @@ impl std::fmt::Display for CanonicalPath {
 #[derive(Debug, Clone)]
 enum Entry {
     Symlink(PathBuf),
-    Other,
+    Present { dir: bool },
     Missing,
 }
 
@@ -216,6 +216,13 @@ pub(crate) struct LstatCache {
 }
 
 impl LstatCache {
+    /// Whether `path` was a directory when this cache examined it (false when it did not, or was not one).
+    pub(crate) fn was_dir(&self, path: &Path) -> bool {
+        // The root is never examined: resolution starts there.
+        path == Path::new("/")
+            || matches!(self.entries.get(path), Some(Entry::Present { dir: true }))
+    }
+
     fn lookup(&mut self, path: &Path) -> Entry {
         if let Some(e) = self.entries.get(path) {
             return e.clone();
@@ -225,7 +232,7 @@ impl LstatCache {
                 Ok(t) => Entry::Symlink(t),
                 Err(_) => Entry::Missing,
             },
-            Ok(_) => Entry::Other,
+            Ok(m) => Entry::Present { dir: m.is_dir() },
             Err(_) => Entry::Missing,
         };
         self.entries.insert(path.to_path_buf(), entry.clone());

@@ -528,10 +528,12 @@ fn make_scope(
                 source,
             }
         })?;
+        let is_dir = cache.was_dir(canonical.as_path());
         ScopeTarget::Path(PathTarget {
             abs,
             canonical,
             dir_hint,
+            is_dir,
         })
     };
     Ok(Scope {

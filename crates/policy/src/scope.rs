@@ -165,6 +165,8 @@ pub struct PathTarget {
     pub canonical: CanonicalPath,
     /// Written with a trailing `/`: the sandbox may create an empty directory to hold the rule in place.
     pub dir_hint: bool,
+    /// It was an existing directory when resolved (the sandbox plans from this instead of asking again).
+    pub is_dir: bool,
 }
 
 /// A glob scope: covers exactly the paths that match.

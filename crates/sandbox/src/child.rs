@@ -6,7 +6,7 @@
 //! child has exactly one thread).
 
 use std::ffi::{CString, c_int};
-use std::os::fd::RawFd;
+use std::os::fd::{AsFd, RawFd};
 use std::path::PathBuf;
 
 use libc::c_char;
@@ -414,15 +414,13 @@ fn existing_is_fine(r: std::io::Result<()>) -> std::io::Result<()> {
 
 /// Creates an empty directory or file to mount on, where nothing is yet (only possible in tmpfs areas).
 fn ensure_target(p: &Prepared, dst: &CString, dir: bool) {
-    if sys::file_type(dst).is_ok() {
-        return;
-    }
+    // Creating and taking "already there" as done is one call per mount point; looking first was two.
     let r = if dir {
         sys::mkdir(dst, 0o755)
     } else {
-        sys::touch(dst, 0o644)
+        sys::create_new(dst, 0o644)
     };
-    r.or_fail(p, 5);
+    existing_is_fine(r).or_fail(p, 5);
 }
 
 fn drop_capability_bounding_set(cap_last: u32) {
@@ -522,7 +520,7 @@ fn apply_landlock(
         // A path that vanished since planning grants nothing; that is the safe direction.
         let Ok(fd) = PathFd::new(path) else { continue };
         // Directory-only rights on a file are an error under a hard requirement: keep the file subset.
-        let access = if std::fs::metadata(path).is_ok_and(|m| m.is_dir()) {
+        let access = if sys::is_dir(fd.as_fd()) {
             access
         } else {
             access & AccessFs::from_file(abi)

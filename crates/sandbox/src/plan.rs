@@ -130,7 +130,7 @@ impl MountPlan {
                     if !exists {
                         continue;
                     }
-                    let level = bind_level(policy, &target.canonical, path.is_dir());
+                    let level = bind_level(policy, &target.canonical, target.is_dir);
                     if level == Level::None {
                         continue;
                     }
@@ -138,7 +138,7 @@ impl MountPlan {
                         path: path.to_path_buf(),
                         op: MountOp::Bind {
                             write: level == Level::Write,
-                            dir: path.is_dir(),
+                            dir: target.is_dir,
                         },
                     });
                 }
@@ -151,7 +151,7 @@ impl MountPlan {
                             )
                             .is_allow()
                     });
-                    if exists && parent_writable && target.dir_hint && path.is_dir() {
+                    if exists && parent_writable && target.dir_hint && target.is_dir {
                         plan.protected_dirs.push(path.to_path_buf());
                     }
                     if !exists {
@@ -176,7 +176,7 @@ impl MountPlan {
                             path: path.to_path_buf(),
                             op: MountOp::Bind {
                                 write: false,
-                                dir: path.is_dir(),
+                                dir: target.is_dir,
                             },
                         });
                     }
@@ -188,7 +188,11 @@ impl MountPlan {
                     if policy.decide(&target.canonical, Access::Read).level() == Level::None {
                         entries.push(PlannedMount {
                             path: path.to_path_buf(),
-                            op: mask_for(path),
+                            op: if target.is_dir {
+                                MountOp::MaskDir
+                            } else {
+                                MountOp::MaskFile
+                            },
                         });
                     }
                 }
@@ -295,9 +299,11 @@ impl MountPlan {
         }
 
         entries.sort_by(|a, b| {
+            // Byte order within a depth: entries of equal depth never contain one another, so any total
+            // order serves, and comparing bytes is cheaper than comparing components.
             depth(&a.path)
                 .cmp(&depth(&b.path))
-                .then_with(|| a.path.cmp(&b.path))
+                .then_with(|| a.path.as_os_str().cmp(b.path.as_os_str()))
         });
         entries.dedup_by(|later, earlier| later.path == earlier.path);
         plan.mounts = entries;
@@ -415,9 +421,11 @@ impl MountPlan {
         }
         self.mounts.extend(stubs);
         self.mounts.sort_by(|a, b| {
+            // Byte order within a depth: entries of equal depth never contain one another, so any total
+            // order serves, and comparing bytes is cheaper than comparing components.
             depth(&a.path)
                 .cmp(&depth(&b.path))
-                .then_with(|| a.path.cmp(&b.path))
+                .then_with(|| a.path.as_os_str().cmp(b.path.as_os_str()))
         });
     }
 

@@ -165,6 +165,30 @@ pub(crate) fn touch(path: &CStr, mode: u32) -> io::Result<()> {
     Ok(())
 }
 
+/// Creates an empty file; `AlreadyExists` when anything is at `path` already (a symlink is not followed).
+pub(crate) fn create_new(path: &CStr, mode: u32) -> io::Result<()> {
+    // SAFETY: NUL-terminated path; the returned fd is closed below.
+    let fd = check(unsafe {
+        libc::open(
+            path.as_ptr(),
+            libc::O_CREAT | libc::O_EXCL | libc::O_WRONLY | libc::O_CLOEXEC,
+            mode,
+        )
+    })?;
+    close(fd);
+    Ok(())
+}
+
+/// Whether `fd` (an `O_PATH` descriptor will do) is a directory; false when it cannot be examined.
+pub(crate) fn is_dir(fd: std::os::fd::BorrowedFd<'_>) -> bool {
+    use std::os::fd::AsRawFd;
+    // SAFETY: `st` is plain data filled by the kernel.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: a valid descriptor borrowed for the call and a valid pointer.
+    let r = unsafe { libc::fstat(fd.as_raw_fd(), &mut st) };
+    r == 0 && st.st_mode & libc::S_IFMT == libc::S_IFDIR
+}
+
 pub(crate) fn symlink(target: &CStr, link: &CStr) -> io::Result<()> {
     // SAFETY: NUL-terminated paths.
     check(unsafe { libc::symlink(target.as_ptr(), link.as_ptr()) }).map(drop)
