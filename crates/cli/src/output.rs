@@ -12,10 +12,18 @@ pub(crate) fn out(text: &str) {
     let _ = stdout.flush();
 }
 
+/// Writes `value` as one line of JSON, straight into stdout's buffer: a result can be megabytes, and
+/// building it as one string first would cost a copy and the page faults of a second buffer.
 pub(crate) fn json(value: &impl serde::Serialize) {
-    match serde_json::to_string(value) {
-        Ok(s) => out(&s),
-        Err(e) => message(&format!("cannot serialise output: {e}")),
+    let mut stdout = std::io::BufWriter::with_capacity(64 * 1024, std::io::stdout().lock());
+    let written = serde_json::to_writer(&mut stdout, value)
+        .map_err(std::io::Error::from)
+        .and_then(|()| stdout.write_all(b"\n"))
+        .and_then(|()| stdout.flush());
+    if let Err(e) = written
+        && e.kind() != std::io::ErrorKind::BrokenPipe
+    {
+        message(&format!("cannot write output: {e}"));
     }
 }
 
