@@ -131,7 +131,7 @@ fn main() -> ExitCode {
             Ok(ExitStatus::Success)
         }
         Command::Quarantine(args) => quarantine_cmd::quarantine(args, &audit),
-        Command::Extract { files } => Ok(quarantine_cmd::extract(&files)),
+        Command::Extract { files } => quarantine_cmd::extract(&files),
         Command::Profile {
             action: ProfileAction::Validate { file },
         } => quarantine_cmd::validate(&file, json),

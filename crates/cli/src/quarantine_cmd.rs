@@ -54,14 +54,15 @@ pub(crate) fn quarantine(args: QuarantineArgs, audit: &AuditLog) -> anyhow::Resu
     }
 }
 
-/// `stockade extract FILES`: the built-in reader.
-pub(crate) fn extract(files: &[PathBuf]) -> ExitStatus {
-    let (references, problems) = stockade_quarantine::extract::extract_files(files);
+/// `stockade extract FILES`: the built-in reader, writing its array file by file.
+pub(crate) fn extract(files: &[PathBuf]) -> anyhow::Result<ExitStatus> {
+    let mut out = std::io::BufWriter::with_capacity(64 * 1024, std::io::stdout().lock());
+    let problems = stockade_quarantine::extract::write_files(files, &mut out)
+        .context("cannot write the references to stdout")?;
     for problem in &problems {
         output::message(problem);
     }
-    output::json(&references);
-    ExitStatus::Success
+    Ok(ExitStatus::Success)
 }
 
 /// `stockade profile validate FILE`.

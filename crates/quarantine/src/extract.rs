@@ -4,6 +4,7 @@
 //! (`stockade quarantine` starts `stockade extract FILES` inside the sandbox), and its output goes through
 //! the same provenance gate.
 
+use std::io::{self, Write};
 use std::path::Path;
 use std::sync::LazyLock;
 
@@ -260,16 +261,50 @@ fn quote_for(line: &str, value: &str) -> Option<String> {
 /// with a message for stderr (a confined reader reports what it could not read and goes on).
 pub fn extract_files(paths: &[impl AsRef<Path>]) -> (Vec<TypedReference>, Vec<String>) {
     let mut references = Vec::new();
+    let problems = each_file(paths, |refs| {
+        references.extend(refs);
+        Ok(())
+    })
+    .unwrap_or_default();
+    (references, problems)
+}
+
+/// [`extract_files`] written to `out` as one JSON array, file by file, so that whoever reads it (the
+/// quarantine's streaming gate) starts on the first file's references while later files are still being
+/// read. Returns the unreadable files' messages; fails only when `out` does.
+pub fn write_files(paths: &[impl AsRef<Path>], out: &mut impl Write) -> io::Result<Vec<String>> {
+    let mut first = true;
+    out.write_all(b"[")?;
+    let problems = each_file(paths, |refs| {
+        for reference in refs {
+            if !first {
+                out.write_all(b",")?;
+            }
+            first = false;
+            serde_json::to_writer(&mut *out, &reference)?;
+        }
+        Ok(())
+    })?;
+    out.write_all(b"]\n")?;
+    out.flush()?;
+    Ok(problems)
+}
+
+/// Reads each file and hands its references to `take`; collects a message for each unreadable file.
+fn each_file(
+    paths: &[impl AsRef<Path>],
+    mut take: impl FnMut(Vec<TypedReference>) -> io::Result<()>,
+) -> io::Result<Vec<String>> {
     let mut problems = Vec::new();
     for path in paths {
         let path = path.as_ref();
         match std::fs::read(path) {
             Ok(bytes) => {
                 let text = String::from_utf8_lossy(&bytes);
-                references.extend(extract_text(&path.to_string_lossy(), &text));
+                take(extract_text(&path.to_string_lossy(), &text))?;
             }
             Err(e) => problems.push(format!("{}: {e}", path.display())),
         }
     }
-    (references, problems)
+    Ok(problems)
 }

@@ -7,6 +7,7 @@
 //! then only as a typed value with its place.
 
 use std::collections::HashMap;
+use std::io::Read;
 use std::path::{Path, PathBuf};
 
 use schemars::JsonSchema;
@@ -85,6 +86,8 @@ pub struct SourceSet {
 #[derive(Debug)]
 struct SourceFile {
     canonical: PathBuf,
+    /// `canonical` as references name it.
+    canonical_text: String,
     text: String,
     /// Byte offset where each line starts.
     line_starts: Vec<usize>,
@@ -107,25 +110,35 @@ impl SourceSet {
     pub fn load(paths: &[PathBuf]) -> Result<SourceSet, QuarantineError> {
         let mut set = SourceSet::default();
         for path in paths {
-            let io = |source| QuarantineError::Io {
+            let canonical = std::fs::canonicalize(path).map_err(|source| QuarantineError::Io {
                 path: path.clone(),
                 source,
-            };
-            let canonical = std::fs::canonicalize(path).map_err(io)?;
-            let size = std::fs::metadata(&canonical).map_err(io)?.len();
-            if size > MAX_SOURCE_BYTES {
-                return Err(QuarantineError::Input {
-                    path: path.clone(),
-                    reason: format!("{size} bytes is over the gate's limit of {MAX_SOURCE_BYTES}"),
-                });
-            }
-            let bytes = std::fs::read(&canonical).map_err(io)?;
-            // Valid UTF-8 (nearly every source) is taken as it is, not copied.
-            let text = String::from_utf8(bytes)
-                .unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned());
-            set.add(path, canonical, text);
+            })?;
+            set.read(path, canonical)?;
         }
         Ok(set)
+    }
+
+    /// Reads the file at `canonical` (already canonical) and adds it under both names.
+    pub(crate) fn read(&mut self, given: &Path, canonical: PathBuf) -> Result<(), QuarantineError> {
+        let io = |source| QuarantineError::Io {
+            path: given.to_path_buf(),
+            source,
+        };
+        let file = std::fs::File::open(&canonical).map_err(io)?;
+        let size = file.metadata().map_err(io)?.len();
+        check_source_size(given, size)?;
+        let mut bytes = Vec::with_capacity(usize::try_from(size).unwrap_or(0));
+        // The file may grow after the size was read; the limit holds anyway.
+        file.take(MAX_SOURCE_BYTES + 1)
+            .read_to_end(&mut bytes)
+            .map_err(io)?;
+        check_source_size(given, bytes.len() as u64)?;
+        // Valid UTF-8 (nearly every source) is taken as it is, not copied.
+        let text = String::from_utf8(bytes)
+            .unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned());
+        self.add(given, canonical, text);
+        Ok(())
     }
 
     /// Adds one file's text under its given and canonical names (tests, in-memory sources).
@@ -150,6 +163,7 @@ impl SourceSet {
             self.by_name.entry(name).or_insert(index);
         }
         self.files.push(SourceFile {
+            canonical_text: canonical.to_string_lossy().into_owned(),
             canonical,
             text,
             line_starts,
@@ -168,6 +182,11 @@ impl SourceSet {
 
     /// Checks one reference; the reason says exactly which rule failed.
     pub fn check(&self, reference: &TypedReference) -> Result<(), String> {
+        self.check_at(reference).map(|_| ())
+    }
+
+    /// [`SourceSet::check`], returning the index of the reference's file.
+    fn check_at(&self, reference: &TypedReference) -> Result<usize, String> {
         let value = &reference.value;
         let quote = &reference.source.quote;
         if value.is_empty() {
@@ -185,7 +204,12 @@ impl SourceSet {
                 quote.len()
             ));
         }
-        if let Some(c) = value.chars().chain(quote.chars()).find(|&c| forbidden(c)) {
+        if let Some(c) = [value, quote]
+            .into_iter()
+            .filter(|text| !is_printable_ascii(text))
+            .flat_map(|text| text.chars())
+            .find(|&c| forbidden(c))
+        {
             return Err(format!(
                 "contains the character U+{:04X} (control, bidirectional or invisible characters are refused)",
                 u32::from(c)
@@ -206,17 +230,17 @@ impl SourceSet {
                 file.line_starts.len()
             ));
         };
-        if !line.contains(quote.as_str()) {
+        if !contains(line, quote) {
             return Err(format!(
                 "quote does not appear verbatim on line {} of {}",
                 reference.source.line,
                 file.canonical.display()
             ));
         }
-        if !quote.contains(value.as_str()) {
+        if !contains(quote, value) {
             return Err("value does not appear in its quote".to_string());
         }
-        Ok(())
+        Ok(index)
     }
 
     /// The gate over a reader's output, one raw JSON element per reference: each must be a well-formed
@@ -229,48 +253,73 @@ impl SourceSet {
     ) -> (Vec<TypedReference>, Vec<Rejected>) {
         let mut valid = Vec::new();
         let mut rejected = Vec::new();
-        for (index, raw) in output.into_iter().enumerate() {
-            let shown = || {
-                let mut text = raw.get().to_string();
-                if text.len() > 1024 {
-                    let mut cut = 1024;
-                    while !text.is_char_boundary(cut) {
-                        cut -= 1;
-                    }
-                    text.truncate(cut);
-                    text.push('…');
-                }
-                text
-            };
-            let reference = match serde_json::from_str::<TypedReference>(raw.get()) {
-                Ok(r) => r,
-                Err(e) => {
-                    rejected.push(Rejected {
-                        index,
-                        reference: shown(),
-                        reason: format!("not a TypedReference: {e}"),
-                    });
-                    continue;
-                }
-            };
-            match self.check(&reference) {
-                Ok(()) => {
-                    let mut reference = reference;
-                    if let Some(&i) = self.by_name.get(&reference.source.file) {
-                        reference.source.file =
-                            self.files[i].canonical.to_string_lossy().into_owned();
-                    }
-                    valid.push(reference);
-                }
-                Err(reason) => rejected.push(Rejected {
-                    index,
-                    reference: shown(),
-                    reason,
-                }),
+        for (index, raw) in output.iter().enumerate() {
+            match self.gate(index, raw) {
+                Ok(reference) => valid.push(reference),
+                Err(refused) => rejected.push(refused),
             }
         }
         (valid, rejected)
     }
+
+    /// The gate for element `index` of a reader's output: the reference with `source.file` made canonical,
+    /// or why it was refused.
+    pub(crate) fn gate(
+        &self,
+        index: usize,
+        raw: &serde_json::value::RawValue,
+    ) -> Result<TypedReference, Rejected> {
+        let refused = |reason: String| Rejected {
+            index,
+            reference: shown(raw.get()),
+            reason,
+        };
+        let mut reference = serde_json::from_str::<TypedReference>(raw.get())
+            .map_err(|e| refused(format!("not a TypedReference: {e}")))?;
+        let file = self.check_at(&reference).map_err(refused)?;
+        let canonical = &self.files[file].canonical_text;
+        if reference.source.file != *canonical {
+            reference.source.file.clone_from(canonical);
+        }
+        Ok(reference)
+    }
+}
+
+/// A rejected element as the report shows it: cut to 1 KiB.
+fn shown(raw: &str) -> String {
+    let mut cut = raw.len().min(1024);
+    while !raw.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    let mut text = raw[..cut].to_string();
+    if cut < raw.len() {
+        text.push('…');
+    }
+    text
+}
+
+/// Refuses a source over [`MAX_SOURCE_BYTES`], naming it.
+pub(crate) fn check_source_size(path: &Path, size: u64) -> Result<(), QuarantineError> {
+    if size > MAX_SOURCE_BYTES {
+        return Err(QuarantineError::Input {
+            path: path.to_path_buf(),
+            reason: format!("{size} bytes is over the gate's limit of {MAX_SOURCE_BYTES}"),
+        });
+    }
+    Ok(())
+}
+
+/// Whether `text` is only printable ASCII, so no character in it can be [`forbidden`] (the common case, and
+/// one the compiler checks a vector at a time).
+fn is_printable_ascii(text: &str) -> bool {
+    text.bytes().all(|b| (b' '..=b'~').contains(&b))
+}
+
+/// Whether `needle` occurs in `haystack`, byte for byte.
+fn contains(haystack: &str, needle: &str) -> bool {
+    haystack.len() >= needle.len()
+        && (haystack == needle
+            || memchr::memmem::find(haystack.as_bytes(), needle.as_bytes()).is_some())
 }
 
 /// Characters a reference may not carry: controls (tab aside in quotes is allowed by callers' text, but

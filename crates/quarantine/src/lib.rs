@@ -14,6 +14,7 @@ pub mod extract;
 mod gate;
 mod profile;
 mod runner;
+mod stream;
 
 pub use error::QuarantineError;
 pub use gate::{
@@ -25,6 +26,7 @@ pub use runner::{
     CommandLine, DEFAULT_MAX_OUTPUT, DEFAULT_TIMEOUT, QuarantineConfig, QuarantineResult, Reader,
     build_command, find_program, parse_output, run,
 };
+pub use stream::StreamingGate;
 
 #[cfg(test)]
 mod tests;

@@ -14,12 +14,13 @@ use std::time::{Duration, Instant};
 use schemars::JsonSchema;
 use serde::Serialize;
 use stockade_audit::{AuditLog, AuditRecord, Layer};
-use stockade_policy::{LimitsOverride, NetMode, PolicyBuilder, Variables};
+use stockade_policy::{LimitsOverride, NetMode, PathResolver, PolicyBuilder, Variables};
 use stockade_sandbox::{SandboxBuilder, Stdio, StopReason};
 
 use crate::error::QuarantineError;
-use crate::gate::{Rejected, SourceSet, TypedReference};
+use crate::gate::{Rejected, SourceSet, TypedReference, check_source_size};
 use crate::profile::CrossProjectProfile;
+use crate::stream::StreamingGate;
 
 /// Default time limit (the seed's 30 s).
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);
@@ -236,18 +237,24 @@ pub fn run(
     };
 
     // Inputs: regular files, canonical, not under a denied path, nothing the policy would read as a glob.
+    // One resolver for them all: inputs usually share directories, whose components it examines once.
+    let mut resolver = PathResolver::new();
     let mut inputs = Vec::new();
     for file in files {
-        let canonical = std::fs::canonicalize(file).map_err(|source| QuarantineError::Io {
+        let io = |source| QuarantineError::Io {
             path: file.clone(),
             source,
-        })?;
-        if !canonical.is_file() {
+        };
+        let absolute = std::path::absolute(file).map_err(io)?;
+        let canonical = resolver.resolve(&absolute).map_err(io)?.into_path_buf();
+        let metadata = std::fs::metadata(&canonical).map_err(io)?;
+        if !metadata.is_file() {
             return Err(QuarantineError::Input {
                 path: file.clone(),
                 reason: "is not a regular file".to_string(),
             });
         }
+        check_source_size(file, metadata.len())?;
         let text = canonical.to_string_lossy();
         if !stockade_policy::is_literal_path(&text) {
             return Err(QuarantineError::Input {
@@ -273,7 +280,6 @@ pub fn run(
         result.duration_ms = elapsed_ms(started);
         return Ok(result);
     }
-    let sources = SourceSet::load(&inputs)?;
 
     let command = build_command(&reader, &inputs, &profile);
     let program = find_program(&command.cmd).ok_or_else(|| QuarantineError::ReaderMissing {
@@ -328,7 +334,18 @@ pub fn run(
         .stdio(Stdio::Collect)
         .stdin_null(true)
         .build()?;
-    let outcome = sandbox.spawn()?.wait()?;
+    let running = sandbox.spawn()?;
+    // The sources are read while the sandbox starts, and the reader's output is gated while it runs.
+    let mut sources = SourceSet::default();
+    for input in &inputs {
+        sources.read(input, input.clone())?;
+    }
+    let mut streaming = (reader != Reader::Claude).then(|| StreamingGate::new(&sources));
+    let outcome = running.wait_with(|stdout| {
+        if let Some(gate) = &mut streaming {
+            gate.feed(stdout);
+        }
+    })?;
     result.exit_code = outcome.exit_code;
     let stderr = capped(&outcome.stderr, 4096);
     match &outcome.stopped {
@@ -367,9 +384,13 @@ pub fn run(
         }
     }
     if result.success {
-        match parse_output(&outcome.stdout, &reader) {
-            Ok(output) => {
-                let (valid, rejected) = sources.validate(output);
+        let streamed = streaming.and_then(|gate| gate.finish(&outcome.stdout));
+        let judged = match streamed {
+            Some(judged) => Ok(judged),
+            None => parse_output(&outcome.stdout, &reader).map(|output| sources.validate(output)),
+        };
+        match judged {
+            Ok((valid, rejected)) => {
                 for r in &rejected {
                     let reason = format!("reference {} rejected: {}", r.index, r.reason);
                     audit(format!("{reason}: {}", r.reference), None);

@@ -289,3 +289,106 @@ fn no_files_is_success_without_starting_anything() {
     assert_eq!(DEFAULT_TIMEOUT.as_secs(), 30);
     assert_eq!(DEFAULT_MAX_OUTPUT, 1 << 20);
 }
+
+/// The gate's answer (passed and rejected references), or why the output could not be judged.
+type Judged = Result<(Vec<TypedReference>, Vec<Rejected>), String>;
+
+/// What the runner concludes from a reader's whole stdout: the gate's answer, or the parse error.
+fn judged_whole(set: &SourceSet, output: &[u8]) -> Judged {
+    parse_output(output, &Reader::K).map(|elements| set.validate(elements))
+}
+
+/// What the runner concludes when the same stdout arrives cut at `cuts`: the streaming gate's answer, or
+/// (when it gave up) the whole-output path; and whether the stream answered itself.
+fn judged_streaming(set: &SourceSet, output: &[u8], cuts: &[usize]) -> (Judged, bool) {
+    let mut gate = StreamingGate::new(set);
+    for &cut in cuts {
+        gate.feed(&output[..cut]);
+    }
+    match gate.finish(output) {
+        Some(judged) => (Ok(judged), true),
+        None => (judged_whole(set, output), false),
+    }
+}
+
+#[test]
+fn the_streaming_gate_agrees_with_the_whole_output_however_it_arrives() {
+    let set = sources();
+    let url = "https://example.com/demo";
+    let good = reference(FILE, 2, "homepage: https://example.com/demo", url).to_string();
+    let lying = reference(FILE, 1, url, url).to_string();
+    // (output, whether it is a clean JSON array the stream must judge by itself)
+    let outputs: Vec<(Vec<u8>, bool)> = [
+        (format!("[{good},{lying}, {good}]"), true),
+        (format!(" \n[ {good} ,\n{lying} ] \n"), true),
+        (
+            format!("[{good}, 12, \"text\", null, [1, [2]], {{\"kind\": \"url\"}}]"),
+            true,
+        ),
+        ("[]".to_string(), true),
+        (format!("[{good}, 123, -4.5e6, true]"), true),
+        (
+            format!("[{}]", good.replace("demo\"", "d\\u0065mo\"")),
+            true,
+        ),
+        ("  ".to_string(), false),
+        (String::new(), false),
+        (format!("[{good},]"), false),
+        (format!("[, {good}]"), false),
+        (format!("[{good} {good}]"), false),
+        (format!("[{good}] trailing"), false),
+        (format!("[{good}]\u{c}"), false),
+        (format!("[{good}"), false),
+        (good.clone(), false),
+        (format!("[{good}, tru]"), false),
+        (format!("[{good}, \"unterminated]"), false),
+    ]
+    .into_iter()
+    .map(|(text, clean)| (text.into_bytes(), clean))
+    .chain([(b"[\"ok\", \"bad \xff byte\"]".to_vec(), false)])
+    .collect();
+    for (output, clean) in &outputs {
+        let whole = judged_whole(&set, output);
+        let shown = String::from_utf8_lossy(output);
+        // No cut, one byte at a time, every single cut, and many pairs of cuts.
+        let mut ways: Vec<Vec<usize>> = vec![vec![], (1..=output.len()).collect()];
+        ways.extend((0..=output.len()).map(|cut| vec![cut]));
+        for a in (0..=output.len()).step_by(3) {
+            for b in (a..=output.len()).step_by(5) {
+                ways.push(vec![a, b]);
+            }
+        }
+        for cuts in &ways {
+            let (streamed, by_stream) = judged_streaming(&set, output, cuts);
+            assert_eq!(streamed, whole, "{shown:?} cut at {cuts:?}");
+            assert_eq!(by_stream, *clean, "{shown:?} cut at {cuts:?}");
+        }
+    }
+    let output = format!("[{good},{lying}]");
+    let (judged, _) = judged_streaming(&set, output.as_bytes(), &[output.len() - 1]);
+    let (valid, rejected) = judged.unwrap();
+    assert_eq!((valid.len(), rejected.len(), rejected[0].index), (1, 1, 1));
+}
+
+#[test]
+fn the_extract_reader_streams_the_same_array_it_would_return() {
+    let dir = tempfile::tempdir().unwrap();
+    let a = dir.path().join("a.md");
+    let b = dir.path().join("b.md");
+    std::fs::write(&a, "see https://example.com/a and docs/a.md\n").unwrap();
+    std::fs::write(&b, "mail jane@example.org\n").unwrap();
+    let missing = dir.path().join("missing.md");
+    let paths = [a, missing, b];
+    let mut out = Vec::new();
+    let problems = extract::write_files(&paths, &mut out).unwrap();
+    let (references, expected_problems) = extract::extract_files(&paths);
+    assert_eq!(problems, expected_problems);
+    assert_eq!(
+        serde_json::from_slice::<Vec<TypedReference>>(&out).unwrap(),
+        references
+    );
+    assert_eq!(references.len(), 3);
+    let mut empty = Vec::new();
+    extract::write_files(&[dir.path().join("missing.md")], &mut empty).unwrap();
+    assert_eq!(empty, b"[]\n");
+}

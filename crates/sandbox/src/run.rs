@@ -829,7 +829,18 @@ impl RunningSandbox {
 
     /// Supervises until the program ends, the time limit passes, an output limit is hit, or stockade is
     /// asked to stop (SIGINT, SIGTERM, SIGHUP, SIGQUIT); in every case the whole tree is gone on return.
-    pub fn wait(mut self) -> Result<RunOutcome, SandboxError> {
+    pub fn wait(self) -> Result<RunOutcome, SandboxError> {
+        self.wait_with(|_| {})
+    }
+
+    /// [`RunningSandbox::wait`], showing `on_stdout` the stdout collected so far (within the output limit)
+    /// each time more of it arrives, so a caller can consume a stream while the program is still writing
+    /// it. Only with [`Stdio::Collect`]; the whole stdout is still in the outcome. The program is not read
+    /// from while `on_stdout` runs: a slow consumer slows the program (its pipe fills), it loses nothing.
+    pub fn wait_with(
+        mut self,
+        mut on_stdout: impl FnMut(&[u8]),
+    ) -> Result<RunOutcome, SandboxError> {
         let deadline = self.timeout.map(|t| self.start + t);
         let mut stopped = None;
         let mut timed_out = false;
@@ -898,6 +909,7 @@ impl RunningSandbox {
                 }
                 let mut chunk = Vec::new();
                 let open = drain(fd, &mut chunk);
+                let collected = stdout.len();
                 if let Some(over) = self.forward(
                     i,
                     &chunk,
@@ -908,6 +920,9 @@ impl RunningSandbox {
                         stopped = Some(over);
                     }
                     self.kill();
+                }
+                if stdout.len() > collected && stopped.is_none() {
+                    on_stdout(&stdout);
                 }
                 if !open {
                     sys::close(fd);

@@ -111,6 +111,59 @@ fn invented_provenance_is_rejected_and_audited_while_valid_references_pass() {
 }
 
 #[test]
+fn output_written_in_pieces_is_gated_as_it_comes_and_a_spoiled_end_spoils_it_all() {
+    if !landlock_ready() {
+        return;
+    }
+    let d = TestDir::new(Who::Root);
+    let input = project(&d);
+    // The array arrives in pieces, cut inside an element and inside a number, with pauses between.
+    let element = r#"{"kind":"url","value":"https://a.example/x","source":{"file":"%s","line":1,"quote":"homepage: https://a.example/x"}}"#;
+    let (head, tail) = element.split_at(40);
+    let pieces = format!(
+        r#"printf '[{element}, 12' "$1"; sleep 0.2; printf '3, {head}' "$1"; sleep 0.2; printf '{tail}' "$1"; sleep 0.1"#
+    );
+    let trickle = reader(&d, "trickle", &format!(r#"{pieces}; printf ']'"#));
+    let (code, result, stderr) = quarantine(&d, &["--command", &trickle, &input]);
+    assert_eq!(code, 0, "{stderr}");
+    assert_eq!(
+        result["references"].as_array().unwrap().len(),
+        2,
+        "{result}"
+    );
+    let rejected = result["rejected"].as_array().unwrap();
+    assert_eq!(
+        (rejected.len(), &rejected[0]["index"]),
+        (1, &Value::from(1))
+    );
+    assert_eq!(
+        rejected[0]["reference"], "123",
+        "the number whole, not the 12 that came first"
+    );
+    // The same good start with a bad end: nothing that passed the gate early comes back.
+    let spoiled = reader(
+        &d,
+        "spoiled",
+        &format!(r#"{pieces}; printf '] and then prose'"#),
+    );
+    let (code, result, stderr) = quarantine(&d, &["--command", &spoiled, &input]);
+    assert_eq!(code, 1, "{stderr}");
+    assert_eq!(result["success"], false);
+    assert_eq!(
+        result["references"].as_array().unwrap().len(),
+        0,
+        "{result}"
+    );
+    assert!(
+        result["errors"][0]
+            .as_str()
+            .unwrap()
+            .contains("malformed output"),
+        "{result}"
+    );
+}
+
+#[test]
 fn timeouts_exit_codes_signals_malformed_and_flooding_output_are_reported() {
     if !landlock_ready() {
         return;
