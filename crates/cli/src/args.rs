@@ -42,27 +42,35 @@ pub(crate) fn subcommand_name() -> Option<String> {
     None
 }
 
-/// The command lines of the two subcommands that start once per tool call or confined command, alone:
-/// `hook` and `run`. They accept exactly what [`Cli`] accepts for that subcommand; building clap's model
-/// of every other subcommand was a visible share of a hook call's start-up (0.3 ms), so `main` parses
-/// these invocations with them.
+/// The command line of one subcommand alone, for those that start once per tool call, confined command
+/// or quarantined read: `hook`, `run`, `quarantine` and its reader `extract`. Each accepts exactly what
+/// [`Cli`] accepts for that subcommand; building clap's model of every other subcommand was a visible share
+/// of their start-up (0.3 ms), so `main` parses these invocations with it.
 #[derive(Debug, Parser)]
 #[command(name = "stockade", version, about, max_term_width = 100)]
-pub(crate) struct HookCli {
+pub(crate) struct SingleCli<C: Subcommand> {
     #[command(subcommand)]
-    pub(crate) command: HookOnly,
+    pub(crate) command: C,
     #[command(flatten)]
     pub(crate) global: GlobalArgs,
 }
 
-/// See [`HookCli`].
-#[derive(Debug, Parser)]
-#[command(name = "stockade", version, about, max_term_width = 100)]
-pub(crate) struct RunCli {
-    #[command(subcommand)]
-    pub(crate) command: RunOnly,
-    #[command(flatten)]
-    pub(crate) global: GlobalArgs,
+/// [`Command::Quarantine`], alone.
+#[derive(Debug, Subcommand)]
+pub(crate) enum QuarantineOnly {
+    /// Read untrusted files (other projects' content) in a confined reader; print only the references
+    /// whose provenance checks out, as JSON.
+    Quarantine(QuarantineArgs),
+}
+
+/// [`Command::Extract`], alone.
+#[derive(Debug, Subcommand)]
+pub(crate) enum ExtractOnly {
+    /// The built-in deterministic reader.
+    Extract {
+        /// Files to read.
+        files: Vec<PathBuf>,
+    },
 }
 
 /// [`Command::Run`], alone.
@@ -618,15 +626,17 @@ pub(crate) struct AuditArgs {
 mod tests {
     use clap::{CommandFactory, Parser};
 
-    use super::{Cli, HookCli, RunCli};
+    use super::{Cli, ExtractOnly, HookOnly, QuarantineOnly, RunOnly, SingleCli};
 
     /// `main` parses `hook` and `run` with their own parsers: each must accept and refuse exactly what the
     /// full command line does for that subcommand, wherever the global options are written.
     #[test]
     fn the_single_subcommand_parsers_agree_with_the_full_one() {
         Cli::command().debug_assert();
-        HookCli::command().debug_assert();
-        RunCli::command().debug_assert();
+        SingleCli::<HookOnly>::command().debug_assert();
+        SingleCli::<RunOnly>::command().debug_assert();
+        SingleCli::<QuarantineOnly>::command().debug_assert();
+        SingleCli::<ExtractOnly>::command().debug_assert();
         let hooks: &[&[&str]] = &[
             &["hook", "claude"],
             &["--json", "hook", "claude", "--agent", "a1"],
@@ -678,23 +688,41 @@ mod tests {
             &["run", "--bogus"],
             &["run"],
         ];
-        for (argv, own) in hooks
+        let quarantines: &[&[&str]] = &[
+            &["quarantine", "a.yaml", "b.md"],
+            &[
+                "--json",
+                "quarantine",
+                "--reader",
+                "claude",
+                "--timeout",
+                "60s",
+                "a",
+            ],
+            &["quarantine", "--audit-log", "/x", "--command", "./r", "a"],
+            &["quarantine", "--reader", "nobody", "a"],
+            &["quarantine", "--bogus", "a"],
+            &["extract", "a.yaml", "b.md"],
+            &["extract", "--json", "a"],
+            &["extract", "--bogus"],
+        ];
+        fn own<C: clap::Subcommand>(argv: &[&str]) -> bool {
+            SingleCli::<C>::try_parse_from(std::iter::once("stockade").chain(argv.iter().copied()))
+                .is_ok()
+        }
+        let cases = hooks
             .iter()
-            .map(|a| {
-                (
-                    a,
-                    HookCli::try_parse_from(std::iter::once("stockade").chain(a.iter().copied()))
-                        .is_ok(),
-                )
-            })
-            .chain(runs.iter().map(|a| {
-                (
-                    a,
-                    RunCli::try_parse_from(std::iter::once("stockade").chain(a.iter().copied()))
-                        .is_ok(),
-                )
-            }))
-        {
+            .map(|a| (a, own::<HookOnly>(a)))
+            .chain(runs.iter().map(|a| (a, own::<RunOnly>(a))))
+            .chain(quarantines.iter().map(|a| {
+                let parsed = if a[..].contains(&"extract") {
+                    own::<ExtractOnly>(a)
+                } else {
+                    own::<QuarantineOnly>(a)
+                };
+                (a, parsed)
+            }));
+        for (argv, own) in cases {
             let full = Cli::try_parse_from(std::iter::once("stockade").chain(argv.iter().copied()))
                 .is_ok();
             assert_eq!(own, full, "{argv:?}");

@@ -17,8 +17,8 @@ use std::process::ExitCode;
 use clap::Parser;
 
 use args::{
-    Cli, Command, HookCli, HookOnly, HookTarget, InstallTarget, ProfileAction, RunCli, RunOnly,
-    SchemaKind,
+    Cli, Command, ExtractOnly, HookOnly, HookTarget, InstallTarget, ProfileAction, QuarantineOnly,
+    RunOnly, SchemaKind, SingleCli,
 };
 
 /// How stockade ends (DESIGN.md, "Command line"; the README lists every code).
@@ -55,12 +55,13 @@ impl From<ExitStatus> for ExitCode {
 }
 
 fn main() -> ExitCode {
-    // `hook` and `run` start once per tool call or confined command: parse them with their own flags only.
+    // These start once per tool call, confined command or quarantined read: parse them with their own
+    // flags only.
     match args::subcommand_name().as_deref() {
         Some("hook") => {
             // A usage error of the hook still answers as a hook: it blocks.
-            return match HookCli::try_parse() {
-                Ok(HookCli {
+            return match SingleCli::<HookOnly>::try_parse() {
+                Ok(SingleCli {
                     command:
                         HookOnly::Hook {
                             target: HookTarget::Claude(args),
@@ -73,8 +74,8 @@ fn main() -> ExitCode {
             };
         }
         Some("run") => {
-            return match RunCli::try_parse() {
-                Ok(RunCli {
+            return match SingleCli::<RunOnly>::try_parse() {
+                Ok(SingleCli {
                     command: RunOnly::Run(args),
                     global,
                 }) => finish(run::run(
@@ -82,6 +83,27 @@ fn main() -> ExitCode {
                     global.json,
                     &policy_args::audit_log(global.audit_log.as_deref()),
                 )),
+                Err(e) => usage_error(&e),
+            };
+        }
+        Some("quarantine") => {
+            return match SingleCli::<QuarantineOnly>::try_parse() {
+                Ok(SingleCli {
+                    command: QuarantineOnly::Quarantine(args),
+                    global,
+                }) => finish(quarantine_cmd::quarantine(
+                    args,
+                    &policy_args::audit_log(global.audit_log.as_deref()),
+                )),
+                Err(e) => usage_error(&e),
+            };
+        }
+        Some("extract") => {
+            return match SingleCli::<ExtractOnly>::try_parse() {
+                Ok(SingleCli {
+                    command: ExtractOnly::Extract { files },
+                    ..
+                }) => finish(quarantine_cmd::extract(&files)),
                 Err(e) => usage_error(&e),
             };
         }
@@ -98,7 +120,8 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Run(args) => run::run(args, json, &audit),
         Command::Explain(args) => explain::explain(args, json),
-        // Parsed by `HookCli` and `RunCli` above; reached only if argv and `subcommand_name` disagree.
+        // `hook`, `quarantine` and `extract` are parsed by `SingleCli` above; reached only if argv and
+        // `subcommand_name` disagree.
         Command::Hook {
             target: HookTarget::Claude(args),
         } => Ok(hook::claude(args, &audit)),
