@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 
 use criterion::{BatchSize, Criterion, Throughput, criterion_group, criterion_main};
 use serde_json::json;
-use stockade_quarantine::SourceSet;
+use stockade_quarantine::{SourceSet, StreamingGate};
 
 fn gate(c: &mut Criterion) {
     let mut set = SourceSet::default();
@@ -40,6 +40,28 @@ fn gate(c: &mut Criterion) {
             },
             BatchSize::LargeInput,
         )
+    });
+    // The same references as a reader writes them, arriving through a pipe 64 KiB at a time.
+    let stdout = format!(
+        "[{}]",
+        output
+            .iter()
+            .map(|raw| raw.get())
+            .collect::<Vec<_>>()
+            .join(",")
+    )
+    .into_bytes();
+    group.bench_function("10,000 references streamed in 64 KiB pieces", |b| {
+        b.iter(|| {
+            let mut gate = StreamingGate::new(&set);
+            let mut arrived = Vec::new();
+            for piece in stdout.chunks(64 * 1024) {
+                arrived.extend_from_slice(piece);
+                gate.feed(&arrived);
+            }
+            let (valid, rejected) = gate.finish(&arrived).unwrap();
+            assert_eq!((valid.len(), rejected.len()), (10_000, 0));
+        })
     });
     group.finish();
 }
