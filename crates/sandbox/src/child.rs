@@ -229,13 +229,67 @@ pub(crate) fn init_main(p: &Prepared) -> ! {
     loop {
         match sys::waitpid(-1, 0) {
             Ok((pid, status)) if pid == agent_pid => {
-                let _ = sys::write_all(p.status_w, &status.to_ne_bytes());
+                let _ = sys::write_all(p.status_w, &InitReport::new(status).to_bytes());
                 // Exiting as PID 1 makes the kernel kill everything left in the namespace, daemons included.
                 sys::exit_now(0)
             }
             Ok(_) => continue,
             Err(_) => sys::exit_now(125),
         }
+    }
+}
+
+/// What the init tells the supervisor when the agent has exited.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct InitReport {
+    /// The agent's wait status.
+    pub(crate) status: c_int,
+    /// Nothing but the init was left in the namespace: every process the agent started had ended and was
+    /// reaped. The supervisor may then take the run as over without waiting for the init's own exit, in
+    /// which the kernel tears down the namespaces (most of a millisecond).
+    pub(crate) alone: bool,
+    /// Peak resident memory of the largest process the init reaped, in bytes.
+    pub(crate) peak_memory_bytes: u64,
+}
+
+impl InitReport {
+    const LEN: usize = 13;
+
+    /// Reaps whatever else has already ended, then reports.
+    fn new(status: c_int) -> Self {
+        let alone = loop {
+            // __WALL: children cloned with another exit signal count too.
+            match sys::waitpid(-1, libc::WNOHANG | libc::__WALL) {
+                Ok((0, _)) => break false,
+                Ok(_) => continue,
+                Err(e) => break e.raw_os_error() == Some(libc::ECHILD),
+            }
+        };
+        InitReport {
+            status,
+            alone,
+            peak_memory_bytes: sys::children_max_rss(),
+        }
+    }
+
+    fn to_bytes(self) -> [u8; Self::LEN] {
+        let mut bytes = [0u8; Self::LEN];
+        bytes[..4].copy_from_slice(&self.status.to_ne_bytes());
+        bytes[4] = u8::from(self.alone);
+        bytes[5..].copy_from_slice(&self.peak_memory_bytes.to_ne_bytes());
+        bytes
+    }
+
+    /// The report, once all of it has arrived.
+    pub(crate) fn from_bytes(bytes: &[u8]) -> Option<Self> {
+        let bytes: &[u8; Self::LEN] = bytes.get(..Self::LEN)?.try_into().ok()?;
+        let (status, rest) = bytes.split_first_chunk::<4>()?;
+        let (alone, peak) = rest.split_first()?;
+        Some(InitReport {
+            status: c_int::from_ne_bytes(*status),
+            alone: *alone == 1,
+            peak_memory_bytes: u64::from_ne_bytes(peak.try_into().ok()?),
+        })
     }
 }
 

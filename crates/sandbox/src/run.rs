@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use serde::Serialize;
 use stockade_policy::{Access, CanonicalPath, NetMode, ResolvedPolicy};
 
-use crate::child::{self, Prepared, PreparedOp, STAGE_EXEC, STAGES, Strings};
+use crate::child::{self, InitReport, Prepared, PreparedOp, STAGE_EXEC, STAGES, Strings};
 use crate::error::SandboxError;
 use crate::plan::{MountOp, MountPlan, under};
 use crate::sys;
@@ -616,6 +616,7 @@ impl Sandbox {
             old_mask,
             err_r,
             status_r,
+            reaped: false,
             out_r: out.map(|(r, _)| r),
             errout_r: errout.map(|(r, _)| r),
             start,
@@ -749,6 +750,8 @@ pub struct RunningSandbox {
     old_mask: libc::sigset_t,
     err_r: RawFd,
     status_r: RawFd,
+    /// The init has been waited for (or handed to a reaper): its pid is no longer ours to signal.
+    reaped: bool,
     out_r: Option<RawFd>,
     errout_r: Option<RawFd>,
     start: Instant,
@@ -828,7 +831,9 @@ impl RunningSandbox {
     }
 
     /// Supervises until the program ends, the time limit passes, an output limit is hit, or stockade is
-    /// asked to stop (SIGINT, SIGTERM, SIGHUP, SIGQUIT); in every case the whole tree is gone on return.
+    /// asked to stop (SIGINT, SIGTERM, SIGHUP, SIGQUIT); in every case every process of the run is gone on
+    /// return. (When the program left nothing running, the sandbox's init reports so and is reaped in the
+    /// background while the kernel tears down its namespaces; it holds no privilege and nothing else.)
     pub fn wait(self) -> Result<RunOutcome, SandboxError> {
         self.wait_with(|_| {})
     }
@@ -850,6 +855,8 @@ impl RunningSandbox {
         let mut counts = [0u64; 2];
         let mut err_open = true;
         let mut outs: [Option<RawFd>; 2] = [self.out_r, self.errout_r];
+        let mut report_bytes = Vec::new();
+        let mut init_exited = false;
         loop {
             let mut fds = vec![
                 libc::pollfd {
@@ -864,6 +871,11 @@ impl RunningSandbox {
                 },
                 libc::pollfd {
                     fd: if err_open { self.err_r } else { -1 },
+                    events: libc::POLLIN,
+                    revents: 0,
+                },
+                libc::pollfd {
+                    fd: self.status_r,
                     events: libc::POLLIN,
                     revents: 0,
                 },
@@ -904,7 +916,7 @@ impl RunningSandbox {
             }
             for (i, o) in outs.iter_mut().enumerate() {
                 let Some(fd) = *o else { continue };
-                if fds[3 + i].revents == 0 {
+                if fds[4 + i].revents == 0 {
                     continue;
                 }
                 let mut chunk = Vec::new();
@@ -929,11 +941,28 @@ impl RunningSandbox {
                     *o = None;
                 }
             }
+            if fds[3].revents != 0 {
+                drain(self.status_r, &mut report_bytes);
+            }
             if fds[0].revents & libc::POLLIN != 0 {
+                init_exited = true;
+                break;
+            }
+            // The init reported that nothing else is left, and every pipe is closed: the run is over.
+            let alone = InitReport::from_bytes(&report_bytes).is_some_and(|r| r.alone);
+            if alone && stopped.is_none() && !err_open && outs.iter().all(Option::is_none) {
                 break;
             }
         }
-        let (_, init_status) = sys::waitpid(self.pid, 0).map_err(SandboxError::io("waitpid"))?;
+        let init_status = if init_exited {
+            sys::waitpid(self.pid, 0)
+                .map_err(SandboxError::io("waitpid"))?
+                .1
+        } else {
+            reap_in_background(self.pid);
+            0
+        };
+        self.reaped = true;
         // Everything in the namespace is dead now: drain what is left in the pipes.
         drain(self.err_r, &mut setup_err);
         for (i, o) in outs.iter_mut().enumerate() {
@@ -949,8 +978,8 @@ impl RunningSandbox {
                 sys::close(fd);
             }
         }
-        let mut status_bytes = Vec::new();
-        drain(self.status_r, &mut status_bytes);
+        drain(self.status_r, &mut report_bytes);
+        let report = InitReport::from_bytes(&report_bytes);
         let duration_ms = self.start.elapsed().as_millis() as u64;
 
         if let (Some(stage), Some(errno)) = (setup_err.get(0..4), setup_err.get(4..8)) {
@@ -977,11 +1006,8 @@ impl RunningSandbox {
                 });
             }
         }
-        let raw = status_bytes
-            .get(0..4)
-            .map(|b| i32::from_ne_bytes(b.try_into().unwrap_or([0; 4])));
         let (mut exit_code, mut signal) = (None, None);
-        match raw {
+        match report.map(|r| r.status) {
             Some(s) if libc::WIFEXITED(s) => exit_code = Some(libc::WEXITSTATUS(s)),
             Some(s) if libc::WIFSIGNALED(s) => signal = Some(libc::WTERMSIG(s)),
             _ => {
@@ -1005,7 +1031,7 @@ impl RunningSandbox {
             duration_ms,
             timed_out,
             stopped,
-            peak_memory_bytes: sys::children_max_rss(),
+            peak_memory_bytes: report.map_or_else(sys::children_max_rss, |r| r.peak_memory_bytes),
             denials_observed: Vec::new(),
             temp_dir: self.temp_dir.clone(),
             warnings: std::mem::take(&mut self.warnings),
@@ -1037,6 +1063,21 @@ impl RunningSandbox {
             stream: if stream == 0 { "stdout" } else { "stderr" }.to_string(),
             limit,
         })
+    }
+}
+
+/// Reaps a sandbox's init that has reported and is exiting, without making the caller wait for it.
+fn reap_in_background(pid: libc::pid_t) {
+    if let Ok((0, _)) = sys::waitpid(pid, libc::WNOHANG) {
+        let spawned = std::thread::Builder::new()
+            .name("stockade-reaper".to_string())
+            .spawn(move || {
+                let _ = sys::waitpid(pid, 0);
+            });
+        if spawned.is_err() {
+            // No thread to spare: wait here rather than leave a zombie.
+            let _ = sys::waitpid(pid, 0);
+        }
     }
 }
 
@@ -1072,9 +1113,12 @@ fn drain_blocking(fd: RawFd, into: &mut Vec<u8>) -> bool {
 
 impl Drop for RunningSandbox {
     fn drop(&mut self) {
-        // Whatever happened, nothing outlives the supervisor's interest in it.
-        let _ = sys::kill(self.pid, libc::SIGKILL);
-        let _ = sys::waitpid(self.pid, libc::WNOHANG);
+        // Whatever happened, nothing outlives the supervisor's interest in it. Once reaped, the pid may
+        // belong to someone else: it is not signalled again.
+        if !self.reaped {
+            let _ = sys::kill(self.pid, libc::SIGKILL);
+            let _ = sys::waitpid(self.pid, libc::WNOHANG);
+        }
         for fd in [self.pidfd, self.sigfd, self.err_r, self.status_r] {
             sys::close(fd);
         }
