@@ -6,6 +6,7 @@
 //! instruction it was fed, reaches the privileged agent unless those exact bytes were in an input file, and
 //! then only as a typed value with its place.
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::io::Read;
 use std::path::{Path, PathBuf};
@@ -62,6 +63,29 @@ pub struct TypedReference {
     pub value: String,
     /// Where it is.
     pub source: Source,
+}
+
+/// A [`TypedReference`] as it stands in a reader's output, its strings borrowed where they hold no
+/// escapes. Exactly as strict: the same fields, the same kinds, nothing unknown.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub(crate) struct BorrowedReference<'a> {
+    kind: ReferenceKind,
+    #[serde(borrow)]
+    value: Cow<'a, str>,
+    #[serde(borrow)]
+    source: BorrowedSource<'a>,
+}
+
+/// [`Source`], borrowed.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct BorrowedSource<'a> {
+    #[serde(borrow)]
+    file: Cow<'a, str>,
+    line: usize,
+    #[serde(borrow)]
+    quote: Cow<'a, str>,
 }
 
 /// A reference the gate refused, and why.
@@ -187,8 +211,26 @@ impl SourceSet {
 
     /// [`SourceSet::check`], returning the index of the reference's file.
     fn check_at(&self, reference: &TypedReference) -> Result<usize, String> {
-        let value = &reference.value;
-        let quote = &reference.source.quote;
+        let source = &reference.source;
+        self.check_parts(
+            &reference.value,
+            &source.file,
+            source.line,
+            &source.quote,
+            None,
+        )
+    }
+
+    /// The rules of [`SourceSet::check`] over a reference's parts. `hint`: the file the previous reference
+    /// named (readers list a file's references together), tried before the name lookup.
+    fn check_parts(
+        &self,
+        value: &str,
+        file_name: &str,
+        line_number: usize,
+        quote: &str,
+        hint: Option<usize>,
+    ) -> Result<usize, String> {
         if value.is_empty() {
             return Err("value is empty".to_string());
         }
@@ -215,25 +257,27 @@ impl SourceSet {
                 u32::from(c)
             ));
         }
-        let Some(&index) = self.by_name.get(&reference.source.file) else {
+        let hinted = hint.filter(|&i| {
+            self.files
+                .get(i)
+                .is_some_and(|f| f.canonical_text == file_name)
+        });
+        let Some(index) = hinted.or_else(|| self.by_name.get(file_name).copied()) else {
             return Err(format!(
-                "source file {:?} is not one of the input files",
-                reference.source.file
+                "source file {file_name:?} is not one of the input files"
             ));
         };
         let file = &self.files[index];
-        let Some(line) = file.line(reference.source.line) else {
+        let Some(line) = file.line(line_number) else {
             return Err(format!(
-                "line {} does not exist in {} ({} lines)",
-                reference.source.line,
+                "line {line_number} does not exist in {} ({} lines)",
                 file.canonical.display(),
                 file.line_starts.len()
             ));
         };
         if !contains(line, quote) {
             return Err(format!(
-                "quote does not appear verbatim on line {} of {}",
-                reference.source.line,
+                "quote does not appear verbatim on line {line_number} of {}",
                 file.canonical.display()
             ));
         }
@@ -241,6 +285,52 @@ impl SourceSet {
             return Err("value does not appear in its quote".to_string());
         }
         Ok(index)
+    }
+
+    /// The gate for a reference parsed straight from the reader's output (`raw`, its text): what
+    /// [`SourceSet::gate`] answers for the same element, with strings allocated only for a reference that
+    /// passes. Also returns the file's index, as the next call's hint.
+    pub(crate) fn gate_borrowed(
+        &self,
+        index: usize,
+        raw: &str,
+        reference: BorrowedReference<'_>,
+        hint: Option<usize>,
+    ) -> (Result<TypedReference, Rejected>, Option<usize>) {
+        let source = &reference.source;
+        match self.check_parts(
+            &reference.value,
+            &source.file,
+            source.line,
+            &source.quote,
+            hint,
+        ) {
+            Ok(file) => {
+                let BorrowedReference {
+                    kind,
+                    value,
+                    source,
+                } = reference;
+                let accepted = TypedReference {
+                    kind,
+                    value: value.into_owned(),
+                    source: Source {
+                        file: self.files[file].canonical_text.clone(),
+                        line: source.line,
+                        quote: source.quote.into_owned(),
+                    },
+                };
+                (Ok(accepted), Some(file))
+            }
+            Err(reason) => (
+                Err(Rejected {
+                    index,
+                    reference: shown(raw),
+                    reason,
+                }),
+                hint,
+            ),
+        }
     }
 
     /// The gate over a reader's output, one raw JSON element per reference: each must be a well-formed

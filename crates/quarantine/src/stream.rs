@@ -8,7 +8,7 @@
 
 use serde_json::value::RawValue;
 
-use crate::gate::{Rejected, SourceSet, TypedReference};
+use crate::gate::{BorrowedReference, Rejected, SourceSet, TypedReference};
 
 /// Where the stream is in the array's grammar.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -40,6 +40,8 @@ pub struct StreamingGate<'a> {
     retry_at: usize,
     valid: Vec<TypedReference>,
     rejected: Vec<Rejected>,
+    /// The file the last reference named.
+    last_file: Option<usize>,
 }
 
 impl<'a> StreamingGate<'a> {
@@ -52,6 +54,7 @@ impl<'a> StreamingGate<'a> {
             retry_at: 0,
             valid: Vec::new(),
             rejected: Vec::new(),
+            last_file: None,
         }
     }
 
@@ -102,6 +105,27 @@ impl<'a> StreamingGate<'a> {
     /// Gates the element at `offset`; false when it is not all there yet, or the stream gave up.
     fn element(&mut self, output: &[u8], complete: bool) -> bool {
         let rest = output.get(self.offset..).unwrap_or_default();
+        // Most elements are well-formed references: parsed once, borrowing their strings. Anything else
+        // takes the general route below, which judges it exactly as the whole-output gate would.
+        let mut references =
+            serde_json::Deserializer::from_slice(rest).into_iter::<BorrowedReference>();
+        if let Some(Ok(reference)) = references.next() {
+            let len = references.byte_offset();
+            let end = self.offset + len;
+            if !self.delimited(output, end) && !complete {
+                self.wait_for_more(output);
+                return false;
+            }
+            // The parser checked the bytes it borrowed from are UTF-8.
+            let raw = std::str::from_utf8(&rest[..len]).unwrap_or_default();
+            let index = self.valid.len() + self.rejected.len();
+            let (judged, file) = self
+                .sources
+                .gate_borrowed(index, raw, reference, self.last_file);
+            self.last_file = file;
+            self.record(judged, end);
+            return true;
+        }
         let mut elements = serde_json::Deserializer::from_slice(rest).into_iter::<&RawValue>();
         let raw = match elements.next() {
             Some(Ok(raw)) => raw,
@@ -117,23 +141,31 @@ impl<'a> StreamingGate<'a> {
             }
         };
         let end = self.offset + elements.byte_offset();
-        // A number or a literal cut off by the end of the data parses as a shorter one: an element counts
-        // only once the byte after it has arrived too.
-        let delimited = output
-            .get(end..)
-            .is_some_and(|after| after.iter().any(|b| !is_json_space(*b)));
-        if !delimited && !complete {
+        if !self.delimited(output, end) && !complete {
             self.wait_for_more(output);
             return false;
         }
         let index = self.valid.len() + self.rejected.len();
-        match self.sources.gate(index, raw) {
+        self.record(self.sources.gate(index, raw), end);
+        true
+    }
+
+    /// Whether a byte other than whitespace has arrived after `end`. A number or a literal cut off by the
+    /// end of the data parses as a shorter one: an element counts only once the byte after it is here.
+    fn delimited(&self, output: &[u8], end: usize) -> bool {
+        output
+            .get(end..)
+            .is_some_and(|after| after.iter().any(|b| !is_json_space(*b)))
+    }
+
+    /// Keeps the gate's answer for the element that ends at `end`.
+    fn record(&mut self, judged: Result<TypedReference, Rejected>, end: usize) {
+        match judged {
             Ok(reference) => self.valid.push(reference),
             Err(rejected) => self.rejected.push(rejected),
         }
         self.offset = end;
         self.state = State::After;
-        true
     }
 
     fn wait_for_more(&mut self, output: &[u8]) {

@@ -317,9 +317,10 @@ fn the_streaming_gate_agrees_with_the_whole_output_however_it_arrives() {
     let url = "https://example.com/demo";
     let good = reference(FILE, 2, "homepage: https://example.com/demo", url).to_string();
     let lying = reference(FILE, 1, url, url).to_string();
+    let by_given_name = reference("PROJECT.yaml", 2, url, url).to_string();
     // (output, whether it is a clean JSON array the stream must judge by itself)
     let outputs: Vec<(Vec<u8>, bool)> = [
-        (format!("[{good},{lying}, {good}]"), true),
+        (format!("[{good},{lying}, {by_given_name}, {good}]"), true),
         (format!(" \n[ {good} ,\n{lying} ] \n"), true),
         (
             format!("[{good}, 12, \"text\", null, [1, [2]], {{\"kind\": \"url\"}}]"),
