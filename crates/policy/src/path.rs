@@ -207,6 +207,10 @@ impl PathResolver {
     pub fn resolve(&mut self, path: &Path) -> io::Result<CanonicalPath> {
         CanonicalPath::resolve_cached(path, &mut self.cache)
     }
+
+    pub(crate) fn cache(&mut self) -> &mut LstatCache {
+        &mut self.cache
+    }
 }
 
 /// Remembered `lstat`/`readlink` answers for one resolution pass.

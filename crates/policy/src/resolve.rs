@@ -12,7 +12,7 @@ use toml::Spanned;
 use crate::builtin::{BUILTIN_PROFILES, BUILTIN_TOML, DEFAULT_PROFILE};
 use crate::error::PolicyError;
 use crate::file::{BashMode, NetMode, OnAllow, OnUnknowable, PolicyFile, ProfileSpec, ToolDefault};
-use crate::path::{AbsPath, CanonicalPath, LstatCache};
+use crate::path::{AbsPath, CanonicalPath, LstatCache, PathResolver};
 use crate::scope::{GlobTarget, PathTarget, RuleId, RuleSource, Scope, ScopeKind, ScopeTarget};
 use crate::units::{parse_duration, parse_size};
 use crate::vars::Variables;
@@ -124,6 +124,12 @@ impl PolicyBuilder {
 
     /// Reads, expands, canonicalises and validates; the result is immutable.
     pub fn build(&self) -> Result<ResolvedPolicy, PolicyError> {
+        self.build_with(&mut PathResolver::new())
+    }
+
+    /// [`PolicyBuilder::build`], resolving paths with `resolver`: a caller that has just resolved the
+    /// paths it is about to grant (the quarantine's input files) does not have them examined twice.
+    pub fn build_with(&self, resolver: &mut PathResolver) -> Result<ResolvedPolicy, PolicyError> {
         let user = match (&self.text, &self.file) {
             (Some((text, origin)), _) => Some(Source::parse(text.clone(), Some(origin.clone()))?),
             (None, Some(path)) => {
@@ -156,7 +162,7 @@ impl PolicyBuilder {
         let chain = profile_chain(&name, user.as_ref(), &builtin)?;
 
         let mut scopes = Vec::new();
-        let mut cache = LstatCache::default();
+        let cache = resolver.cache();
         let mut env = ResolvedEnv::default();
         let mut tools = ToolRules::default();
         let mut commands_allow = Vec::new();
@@ -205,14 +211,7 @@ impl PolicyBuilder {
                             profile: link.name.clone(),
                         }
                     };
-                    scopes.push(make_scope(
-                        kind,
-                        item.get_ref(),
-                        &base,
-                        &vars,
-                        rule,
-                        &mut cache,
-                    )?);
+                    scopes.push(make_scope(kind, item.get_ref(), &base, &vars, rule, cache)?);
                     if cross_project && let Some(scope) = scopes.last_mut() {
                         scope.cross_project = true;
                     }
@@ -285,14 +284,14 @@ impl PolicyBuilder {
             let rule = RuleSource::Flag {
                 flag: (*flag).to_string(),
             };
-            scopes.push(make_scope(*kind, text, &cwd, &vars, rule, &mut cache)?);
+            scopes.push(make_scope(*kind, text, &cwd, &vars, rule, cache)?);
         }
         // Implicit: what the sandbox always provides.
         let mut implicit = |kind, path: &str, what: &str| -> Result<(), PolicyError> {
             let rule = RuleSource::Implicit {
                 what: what.to_string(),
             };
-            scopes.push(make_scope(kind, path, &cwd, &vars, rule, &mut cache)?);
+            scopes.push(make_scope(kind, path, &cwd, &vars, rule, cache)?);
             Ok(())
         };
         if let Some(temp) = vars.get("TEMP_DIR").map(str::to_string) {
@@ -454,20 +453,19 @@ fn make_scope(
     source: RuleSource,
     cache: &mut LstatCache,
 ) -> Result<Scope, PolicyError> {
-    let location = source.to_string();
     if written.is_empty() {
         return Err(PolicyError::invalid(
-            &location,
+            &source,
             format!("empty path in fs.{}", kind.key()),
             "remove the empty string or write a path",
         ));
     }
     let expanded = vars
         .expand(written)
-        .map_err(|m| PolicyError::invalid(&location, m, "fix the path"))?;
+        .map_err(|m| PolicyError::invalid(&source, m, "fix the path"))?;
     if expanded.contains('\0') {
         return Err(PolicyError::invalid(
-            &location,
+            &source,
             "path contains a NUL byte",
             "remove it",
         ));
@@ -475,7 +473,7 @@ fn make_scope(
     let target = if is_glob(&expanded) {
         if expanded.split('/').any(|c| c == "..") {
             return Err(PolicyError::invalid(
-                &location,
+                &source,
                 format!("glob '{written}' contains '..'"),
                 "write the glob without '..' (relative globs start at the profile's base)",
             ));
@@ -492,7 +490,7 @@ fn make_scope(
             .build()
             .map_err(|e| {
                 PolicyError::invalid(
-                    &location,
+                    &source,
                     format!("bad glob '{written}': {}", e.kind()),
                     "fix the glob syntax",
                 )
@@ -516,14 +514,14 @@ fn make_scope(
         let dir_hint = expanded.ends_with('/') && expanded.len() > 1;
         let abs = AbsPath::new(Path::new(&expanded), base).map_err(|e| {
             PolicyError::invalid(
-                &location,
+                &source,
                 format!("bad path '{written}': {e}"),
                 "fix the path",
             )
         })?;
         let canonical = CanonicalPath::resolve_cached(abs.as_path(), cache).map_err(|source| {
             PolicyError::Resolve {
-                location: location.clone(),
+                location: source.to_string(),
                 path: abs.as_path().to_path_buf(),
                 source,
             }
