@@ -40,11 +40,14 @@ pub(crate) fn quarantine(args: QuarantineArgs, audit: &AuditLog) -> anyhow::Resu
     match stockade_quarantine::run(&args.files, &config) {
         Ok(result) => {
             output::json(&result);
-            Ok(if result.success {
+            let status = if result.success {
                 ExitStatus::Success
             } else {
                 ExitStatus::No
-            })
+            };
+            // The process exits next: freeing thousands of references one by one would only delay it.
+            std::mem::forget(result);
+            Ok(status)
         }
         Err(e @ QuarantineError::ReaderMissing { .. }) => {
             output::message(&e.to_string());

@@ -327,7 +327,7 @@ pub fn run(
         output: Some(config.max_output),
         ..LimitsOverride::default()
     });
-    let policy = Arc::new(builder.build()?);
+    let policy = Arc::new(builder.build_with(&mut resolver)?);
     let sandbox = SandboxBuilder::new(policy, &program, &command.args)
         .temp_dir(&temp)
         .cwd(&temp)
