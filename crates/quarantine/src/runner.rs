@@ -4,8 +4,10 @@
 //! The reader runs under `stockade-sandbox` with a policy built for this run alone: read access to exactly
 //! the input files, the system directories programs need and the reader program itself; the profile's
 //! denied paths and the usual secrets denied; writes only to its private temp dir; no network unless the
-//! profile allows `WebFetch`. The profile's tool lists are handed to readers that understand them (Claude
-//! Code); the kernel enforces the file and network rules whatever the reader does.
+//! profile allows `WebFetch`; nothing of what lies beside the inputs (their neighbours' names do not exist
+//! inside). The profile's tool lists are handed to readers that understand them (Claude Code); the kernel
+//! enforces the file and network rules whatever the reader does. The output is gated as it arrives
+//! ([`crate::StreamingGate`]).
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -15,7 +17,7 @@ use schemars::JsonSchema;
 use serde::Serialize;
 use stockade_audit::{AuditLog, AuditRecord, Layer};
 use stockade_policy::{LimitsOverride, NetMode, PathResolver, PolicyBuilder, Variables};
-use stockade_sandbox::{SandboxBuilder, Stdio, StopReason};
+use stockade_sandbox::{SandboxBuilder, Siblings, Stdio, StopReason};
 
 use crate::error::QuarantineError;
 use crate::gate::{Rejected, SourceSet, TypedReference, check_source_size};
@@ -333,6 +335,7 @@ pub fn run(
         .cwd(&temp)
         .stdio(Stdio::Collect)
         .stdin_null(true)
+        .siblings(Siblings::SymlinksOnly)
         .build()?;
     let running = sandbox.spawn()?;
     // The sources are read while the sandbox starts, and the reader's output is gated while it runs.

@@ -64,7 +64,7 @@ mod run;
 mod sys;
 
 pub use error::SandboxError;
-pub use plan::{LandlockGrant, MAX_GLOB_WALK_ENTRIES, MountOp, MountPlan, PlannedMount};
+pub use plan::{LandlockGrant, MAX_GLOB_WALK_ENTRIES, MountOp, MountPlan, PlannedMount, Siblings};
 pub use run::{
     RunOutcome, RunningSandbox, Sandbox, SandboxBuilder, Stdio, StopReason, new_temp_dir_path,
 };

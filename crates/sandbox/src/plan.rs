@@ -103,6 +103,20 @@ const STANDARD_DEVICES: &[&str] = &[
     "/dev/tty",
 ];
 
+/// What the private root shows of the host's entries beside the granted ones, in the directories built
+/// to hold them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Siblings {
+    /// Each as an inaccessible stub (mode 000; a symlink as itself): the tree looks like the host's and
+    /// an ungranted name reads EACCES, as every other layer says. `run`'s default.
+    #[default]
+    Stubs,
+    /// Symlinks only (so `/bin` and `/lib64` still lead somewhere); every other ungranted name does not
+    /// exist. The quarantine's choice: a reader of untrusted content learns nothing of what else is on
+    /// disk, and a directory of a hundred inputs' siblings costs nothing to hide.
+    SymlinksOnly,
+}
+
 impl MountPlan {
     /// Computes the plan. `temp_dir` is the run's private temp dir (a tmpfs inside the sandbox; it never
     /// exists on the host). Placeholders are only listed here; `Sandbox::spawn` makes them, shared with concurrent runs.
@@ -110,6 +124,7 @@ impl MountPlan {
         policy: &ResolvedPolicy,
         temp_dir: &Path,
         temp_size: Option<u64>,
+        siblings: Siblings,
     ) -> Result<Self, SandboxError> {
         let mut plan = MountPlan::default();
         let mut entries: Vec<PlannedMount> = Vec::new();
@@ -343,7 +358,7 @@ impl MountPlan {
             | MountOp::Stub { .. } => true,
         });
 
-        plan.add_stubs();
+        plan.add_siblings(siblings);
         for m in &plan.mounts {
             let grant = match m.op {
                 MountOp::Bind { write: true, .. } | MountOp::PrivateTmpfs { .. } => {
@@ -372,7 +387,7 @@ impl MountPlan {
 
     /// Mirrors, in every directory of the empty root (the ancestors of mounts that no bind covers), the host's
     /// other entries as mode-000 stubs, and its symlinks as they are.
-    fn add_stubs(&mut self) {
+    fn add_siblings(&mut self, siblings: Siblings) {
         /// Entries mirrored per directory; the rest simply do not exist inside (ENOENT instead of EACCES).
         const MAX_STUBS_PER_DIR: usize = 4096;
         // Hash sets instead of pairwise `starts_with`: this runs on every launch.
@@ -413,8 +428,10 @@ impl MountPlan {
                         Ok(target) => MountOp::Symlink { target },
                         Err(_) => continue,
                     }
-                } else {
+                } else if siblings == Siblings::Stubs {
                     MountOp::Stub { dir: ft.is_dir() }
+                } else {
+                    continue;
                 };
                 stubs.push(PlannedMount { path, op });
             }
@@ -629,6 +646,10 @@ mod tests {
     use stockade_policy::{PolicyBuilder, Variables};
 
     fn plan_for(root: &Path, toml: &str) -> MountPlan {
+        plan_with(root, toml, Siblings::Stubs)
+    }
+
+    fn plan_with(root: &Path, toml: &str, siblings: Siblings) -> MountPlan {
         let mut vars = Variables::default();
         vars.set_path("CWD", root)
             .set_path("HOME", root.join("home"))
@@ -637,7 +658,7 @@ mod tests {
             .policy_text(toml, root.join("p.toml"))
             .build()
             .unwrap();
-        MountPlan::new(&policy, Path::new("/tmp/stockade-test"), None).unwrap()
+        MountPlan::new(&policy, Path::new("/tmp/stockade-test"), None, siblings).unwrap()
     }
 
     fn op_at<'a>(plan: &'a MountPlan, p: &Path) -> Option<&'a MountOp> {
@@ -720,5 +741,39 @@ mod tests {
             Some(&MountOp::Stub { dir: false })
         );
         assert_eq!(op_at(&plan, &root.join("src")), None);
+    }
+
+    #[test]
+    fn hidden_siblings_leave_only_symlinks_beside_grants() {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path().canonicalize().unwrap();
+        std::fs::create_dir_all(root.join("in/other")).unwrap();
+        std::fs::write(root.join("in/input.md"), "").unwrap();
+        std::fs::write(root.join("in/neighbour.md"), "").unwrap();
+        std::os::unix::fs::symlink("input.md", root.join("in/link")).unwrap();
+        let toml = "[profile.p]\nfs.read = [\"in/input.md\"]\n";
+        let shown = plan_for(&root, toml);
+        assert_eq!(
+            op_at(&shown, &root.join("in/neighbour.md")),
+            Some(&MountOp::Stub { dir: false })
+        );
+        assert_eq!(
+            op_at(&shown, &root.join("in/other")),
+            Some(&MountOp::Stub { dir: true })
+        );
+        let hidden = plan_with(&root, toml, Siblings::SymlinksOnly);
+        assert!(matches!(
+            op_at(&hidden, &root.join("in/input.md")),
+            Some(MountOp::Bind { write: false, .. })
+        ));
+        assert_eq!(op_at(&hidden, &root.join("in/neighbour.md")), None);
+        assert_eq!(op_at(&hidden, &root.join("in/other")), None);
+        assert_eq!(
+            op_at(&hidden, &root.join("in/link")),
+            Some(&MountOp::Symlink {
+                target: PathBuf::from("input.md")
+            }),
+            "symlinks stay, so /bin and /lib64 still lead somewhere"
+        );
     }
 }

@@ -13,7 +13,7 @@ use stockade_policy::{Access, CanonicalPath, NetMode, ResolvedPolicy};
 
 use crate::child::{self, InitReport, Prepared, PreparedOp, STAGE_EXEC, STAGES, Strings};
 use crate::error::SandboxError;
-use crate::plan::{MountOp, MountPlan, under};
+use crate::plan::{MountOp, MountPlan, Siblings, under};
 use crate::sys;
 
 /// Signals that cancel a run: the supervisor kills the whole tree and exits 128+N.
@@ -70,6 +70,7 @@ pub struct SandboxBuilder {
     user: Option<String>,
     stdio: Stdio,
     stdin_null: bool,
+    siblings: Siblings,
 }
 
 impl SandboxBuilder {
@@ -93,6 +94,7 @@ impl SandboxBuilder {
             user: None,
             stdio: Stdio::Inherit,
             stdin_null: false,
+            siblings: Siblings::Stubs,
         }
     }
 
@@ -129,6 +131,12 @@ impl SandboxBuilder {
     /// Where stdout and stderr go (default: inherited).
     pub fn stdio(mut self, stdio: Stdio) -> Self {
         self.stdio = stdio;
+        self
+    }
+
+    /// What the private root shows of ungranted entries beside granted ones (default: stubs).
+    pub fn siblings(mut self, siblings: Siblings) -> Self {
+        self.siblings = siblings;
         self
     }
 
@@ -243,7 +251,7 @@ impl SandboxBuilder {
             });
         }
 
-        let plan = MountPlan::new(policy, &temp_dir, limits.memory)?;
+        let plan = MountPlan::new(policy, &temp_dir, limits.memory, self.siblings)?;
         // The working directory must exist inside: granted, or a directory on the way to something granted
         // (e.g. the project root of a policy that grants only `src/**/*.ts`).
         if !plan.has_directory(cwd_c.as_path()) {

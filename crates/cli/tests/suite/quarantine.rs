@@ -249,7 +249,8 @@ both_users! {
 a=$(try cat {secret}); b=$(try cat {notes}); c=$(try cat {unlisted})
 d=$(echo pwned > {host} 2>/dev/null && echo WROTE || echo FAILED)
 e=$(try cat "$1" | head -c 8)
-printf '["secret:%s","notes:%s","unlisted:%s","write:%s","input:%s"]' "$a" "$b" "$c" "$d" "$e""#,
+f=$(test -e {unlisted} && echo SEEN || echo ABSENT)
+printf '["secret:%s","notes:%s","unlisted:%s","write:%s","input:%s","neighbour:%s"]' "$a" "$b" "$c" "$d" "$e" "$f""#,
                 secret = d.path("home/.claude/skills/CORE/USER/secret.txt").display(),
                 notes = d.path("home/notes.txt").display(),
                 unlisted = d.path("other/not-listed.txt").display(),
@@ -267,7 +268,9 @@ printf '["secret:%s","notes:%s","unlisted:%s","write:%s","input:%s"]' "$a" "$b" 
             .collect();
         assert_eq!(
             seen,
-            ["\"secret:FAILED\"", "\"notes:FAILED\"", "\"unlisted:FAILED\"", "\"write:FAILED\"", "\"input:homepage\""]
+            ["\"secret:FAILED\"", "\"notes:FAILED\"", "\"unlisted:FAILED\"", "\"write:FAILED\"", "\"input:homepage\"",
+             // Not even the names of the input's neighbours: the reader learns nothing else is there.
+             "\"neighbour:ABSENT\""]
         );
         assert!(!d.path("home/pwned").exists());
         assert_eq!(result["filesProcessed"], 1, "the denied input is not given to the reader");
