@@ -589,3 +589,26 @@ fn apply_landlock(
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::InitReport;
+
+    #[test]
+    fn the_init_report_reads_back_only_when_whole() {
+        let report = InitReport {
+            status: 0x0100,
+            alone: true,
+            peak_memory_bytes: 123 << 20,
+        };
+        let bytes = report.to_bytes();
+        assert_eq!(InitReport::from_bytes(&bytes), Some(report));
+        // A report cut short (the init killed mid-write) is no report: the supervisor waits for the pidfd.
+        assert_eq!(InitReport::from_bytes(&bytes[..InitReport::LEN - 1]), None);
+        let lonely = InitReport {
+            alone: false,
+            ..report
+        };
+        assert!(!InitReport::from_bytes(&lonely.to_bytes()).unwrap().alone);
+    }
+}

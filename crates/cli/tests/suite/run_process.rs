@@ -179,6 +179,22 @@ both_users! {
 }
 
 both_users! {
+    /// A program that exits leaving a daemon behind: the run ends, and the daemon with it (the init's report
+    /// says something is left, so the supervisor waits for the kernel to kill it). A program that leaves
+    /// nothing is finished without waiting for the namespaces to be torn down (`json_reports_the_outcome`
+    /// checks what the init reports then).
+    fn a_daemon_left_behind_dies_with_the_run(d) {
+        let marker = format!("66{}", unique_marker());
+        let out = d.sh(&[], &format!("setsid sh -c 'sleep 5{marker}' & (sleep 6{marker} &); sleep 0.2; echo done"));
+        out.code(0).stdout_has("done");
+        // Gone the moment stockade returns, not a moment later.
+        for n in ["5", "6"] {
+            assert!(!sleeping(&format!("{n}{marker}")), "sleep {n}{marker} outlived the run");
+        }
+    }
+}
+
+both_users! {
     /// Network is off by default (no connection to a host listener), loopback works inside, `--net` allows.
     fn network_off_by_default(d) {
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
