@@ -153,25 +153,21 @@ pub(crate) fn chmod(path: &CStr, mode: u32) -> io::Result<()> {
 
 /// Creates an empty file (for a bind-mount target); an existing one is fine.
 pub(crate) fn touch(path: &CStr, mode: u32) -> io::Result<()> {
-    // SAFETY: NUL-terminated path; the returned fd is closed below.
-    let fd = check(unsafe {
-        libc::open(
-            path.as_ptr(),
-            libc::O_CREAT | libc::O_WRONLY | libc::O_CLOEXEC | libc::O_NOFOLLOW,
-            mode,
-        )
-    })?;
-    close(fd);
-    Ok(())
+    create(path, libc::O_NOFOLLOW, mode)
 }
 
 /// Creates an empty file; `AlreadyExists` when anything is at `path` already (a symlink is not followed).
 pub(crate) fn create_new(path: &CStr, mode: u32) -> io::Result<()> {
+    create(path, libc::O_EXCL, mode)
+}
+
+/// Opens `path` for writing with `O_CREAT` and `flags`, and closes it.
+fn create(path: &CStr, flags: c_int, mode: u32) -> io::Result<()> {
     // SAFETY: NUL-terminated path; the returned fd is closed below.
     let fd = check(unsafe {
         libc::open(
             path.as_ptr(),
-            libc::O_CREAT | libc::O_EXCL | libc::O_WRONLY | libc::O_CLOEXEC,
+            libc::O_CREAT | libc::O_WRONLY | libc::O_CLOEXEC | flags,
             mode,
         )
     })?;
