@@ -17,8 +17,8 @@ use std::process::ExitCode;
 use clap::Parser;
 
 use args::{
-    Cli, Command, ExtractOnly, HookOnly, HookTarget, InstallTarget, ProfileAction, QuarantineOnly,
-    RunOnly, SchemaKind, SingleCli,
+    Cli, Command, ExtractOnly, GlobalArgs, HookOnly, HookTarget, InstallTarget, ProfileAction,
+    QuarantineOnly, RunOnly, SchemaKind, SingleCli,
 };
 
 /// How stockade ends (DESIGN.md, "Command line"; the README lists every code).
@@ -74,38 +74,26 @@ fn main() -> ExitCode {
             };
         }
         Some("run") => {
-            return match SingleCli::<RunOnly>::try_parse() {
-                Ok(SingleCli {
-                    command: RunOnly::Run(args),
-                    global,
-                }) => finish(run::run(
+            return single(|RunOnly::Run(args), global| {
+                finish(run::run(
                     args,
                     global.json,
                     &policy_args::audit_log(global.audit_log.as_deref()),
-                )),
-                Err(e) => usage_error(&e),
-            };
+                ))
+            });
         }
         Some("quarantine") => {
-            return match SingleCli::<QuarantineOnly>::try_parse() {
-                Ok(SingleCli {
-                    command: QuarantineOnly::Quarantine(args),
-                    global,
-                }) => finish(quarantine_cmd::quarantine(
+            return single(|QuarantineOnly::Quarantine(args), global| {
+                finish(quarantine_cmd::quarantine(
                     args,
                     &policy_args::audit_log(global.audit_log.as_deref()),
-                )),
-                Err(e) => usage_error(&e),
-            };
+                ))
+            });
         }
         Some("extract") => {
-            return match SingleCli::<ExtractOnly>::try_parse() {
-                Ok(SingleCli {
-                    command: ExtractOnly::Extract { files },
-                    ..
-                }) => finish(quarantine_cmd::extract(&files)),
-                Err(e) => usage_error(&e),
-            };
+            return single(|ExtractOnly::Extract { files }, _| {
+                finish(quarantine_cmd::extract(&files))
+            });
         }
         _ => {}
     }
@@ -188,6 +176,14 @@ fn main() -> ExitCode {
 }
 
 /// The exit code for a subcommand's result; an error is printed and is a usage error (125).
+/// Parses argv as the one subcommand `C` and runs it; a usage error is clap's, as for the full command line.
+fn single<C: clap::Subcommand>(run: impl FnOnce(C, GlobalArgs) -> ExitCode) -> ExitCode {
+    match SingleCli::<C>::try_parse() {
+        Ok(SingleCli { command, global }) => run(command, global),
+        Err(e) => usage_error(&e),
+    }
+}
+
 fn finish(result: anyhow::Result<ExitStatus>) -> ExitCode {
     match result {
         Ok(status) => status.into(),
