@@ -203,11 +203,7 @@ impl MountPlan {
                     if policy.decide(&target.canonical, Access::Read).level() == Level::None {
                         entries.push(PlannedMount {
                             path: path.to_path_buf(),
-                            op: if target.is_dir {
-                                MountOp::MaskDir
-                            } else {
-                                MountOp::MaskFile
-                            },
+                            op: mask(target.is_dir),
                         });
                     }
                 }
@@ -313,13 +309,7 @@ impl MountPlan {
             }
         }
 
-        entries.sort_by(|a, b| {
-            // Byte order within a depth: entries of equal depth never contain one another, so any total
-            // order serves, and comparing bytes is cheaper than comparing components.
-            depth(&a.path)
-                .cmp(&depth(&b.path))
-                .then_with(|| a.path.as_os_str().cmp(b.path.as_os_str()))
-        });
+        entries.sort_by(mount_order);
         entries.dedup_by(|later, earlier| later.path == earlier.path);
         plan.mounts = entries;
         // A mask needs a visible tree around it; a recreated symlink must not land inside a bind.
@@ -437,13 +427,7 @@ impl MountPlan {
             }
         }
         self.mounts.extend(stubs);
-        self.mounts.sort_by(|a, b| {
-            // Byte order within a depth: entries of equal depth never contain one another, so any total
-            // order serves, and comparing bytes is cheaper than comparing components.
-            depth(&a.path)
-                .cmp(&depth(&b.path))
-                .then_with(|| a.path.as_os_str().cmp(b.path.as_os_str()))
-        });
+        self.mounts.sort_by(mount_order);
     }
 
     /// Glob scopes, enforced for the matches that exist now: grants bind each matching file, caps mask or
@@ -480,7 +464,7 @@ impl MountPlan {
                         match scope.kind {
                             ScopeKind::Deny if level == Level::None => {
                                 entries.push(PlannedMount {
-                                    op: mask_for(&path),
+                                    op: mask(path.is_dir()),
                                     path: path.clone(),
                                 });
                                 // A glob caps exactly its matches: what lies in a matched directory
@@ -616,12 +600,20 @@ fn bind_level(policy: &ResolvedPolicy, path: &CanonicalPath, is_dir: bool) -> Le
     }
 }
 
-fn mask_for(path: &Path) -> MountOp {
-    if path.is_dir() {
+fn mask(dir: bool) -> MountOp {
+    if dir {
         MountOp::MaskDir
     } else {
         MountOp::MaskFile
     }
+}
+
+/// Mounts are applied parents first. Byte order within a depth: entries of equal depth never contain one
+/// another, so any total order serves, and comparing bytes is cheaper than comparing components.
+fn mount_order(a: &PlannedMount, b: &PlannedMount) -> std::cmp::Ordering {
+    depth(&a.path)
+        .cmp(&depth(&b.path))
+        .then_with(|| a.path.as_os_str().cmp(b.path.as_os_str()))
 }
 
 fn depth(p: &Path) -> usize {
