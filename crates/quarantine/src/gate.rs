@@ -66,9 +66,14 @@ pub struct TypedReference {
 }
 
 /// A [`TypedReference`] as it stands in a reader's output, its strings borrowed where they hold no
-/// escapes. Exactly as strict: the same fields, the same kinds, nothing unknown.
+/// escapes. Exactly as strict: the same fields, the same kinds, nothing unknown; and its refusals read as
+/// [`TypedReference`]'s do ("expected struct TypedReference").
 #[derive(Debug, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[serde(
+    expecting = "struct TypedReference",
+    rename_all = "camelCase",
+    deny_unknown_fields
+)]
 pub(crate) struct BorrowedReference<'a> {
     kind: ReferenceKind,
     #[serde(borrow)]
@@ -79,7 +84,11 @@ pub(crate) struct BorrowedReference<'a> {
 
 /// [`Source`], borrowed.
 #[derive(Debug, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[serde(
+    expecting = "struct Source",
+    rename_all = "camelCase",
+    deny_unknown_fields
+)]
 struct BorrowedSource<'a> {
     #[serde(borrow)]
     file: Cow<'a, str>,
@@ -206,11 +215,6 @@ impl SourceSet {
 
     /// Checks one reference; the reason says exactly which rule failed.
     pub fn check(&self, reference: &TypedReference) -> Result<(), String> {
-        self.check_at(reference).map(|_| ())
-    }
-
-    /// [`SourceSet::check`], returning the index of the reference's file.
-    fn check_at(&self, reference: &TypedReference) -> Result<usize, String> {
         let source = &reference.source;
         self.check_parts(
             &reference.value,
@@ -219,6 +223,7 @@ impl SourceSet {
             &source.quote,
             None,
         )
+        .map(|_| ())
     }
 
     /// The rules of [`SourceSet::check`] over a reference's parts. `hint`: the file the previous reference
@@ -359,19 +364,14 @@ impl SourceSet {
         index: usize,
         raw: &serde_json::value::RawValue,
     ) -> Result<TypedReference, Rejected> {
-        let refused = |reason: String| Rejected {
-            index,
-            reference: shown(raw.get()),
-            reason,
-        };
-        let mut reference = serde_json::from_str::<TypedReference>(raw.get())
-            .map_err(|e| refused(format!("not a TypedReference: {e}")))?;
-        let file = self.check_at(&reference).map_err(refused)?;
-        let canonical = &self.files[file].canonical_text;
-        if reference.source.file != *canonical {
-            reference.source.file.clone_from(canonical);
+        match serde_json::from_str::<BorrowedReference>(raw.get()) {
+            Ok(reference) => self.gate_borrowed(index, raw.get(), reference, None).0,
+            Err(e) => Err(Rejected {
+                index,
+                reference: shown(raw.get()),
+                reason: format!("not a TypedReference: {e}"),
+            }),
         }
-        Ok(reference)
     }
 }
 

@@ -63,6 +63,11 @@ fn the_gate_passes_only_what_is_literally_in_the_source() {
             Some("unknown field"),
         ),
         (json!("just a string"), Some("not a TypedReference")),
+        (json!(12), Some("expected struct TypedReference")),
+        (
+            json!({"kind": "url", "value": "x", "source": "s"}),
+            Some("expected struct Source"),
+        ),
     ];
     let output: Vec<_> = cases
         .iter()
