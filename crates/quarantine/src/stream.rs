@@ -105,48 +105,48 @@ impl<'a> StreamingGate<'a> {
     /// Gates the element at `offset`; false when it is not all there yet, or the stream gave up.
     fn element(&mut self, output: &[u8], complete: bool) -> bool {
         let rest = output.get(self.offset..).unwrap_or_default();
+        let index = self.valid.len() + self.rejected.len();
         // Most elements are well-formed references: parsed once, borrowing their strings. Anything else
-        // takes the general route below, which judges it exactly as the whole-output gate would.
+        // takes the general route, which judges it exactly as the whole-output gate would.
         let mut references =
             serde_json::Deserializer::from_slice(rest).into_iter::<BorrowedReference>();
-        if let Some(Ok(reference)) = references.next() {
+        let (len, judged) = if let Some(Ok(reference)) = references.next() {
             let len = references.byte_offset();
-            let end = self.offset + len;
-            if !self.delimited(output, end) && !complete {
-                self.wait_for_more(output);
-                return false;
-            }
             // The parser checked the bytes it borrowed from are UTF-8.
             let raw = std::str::from_utf8(&rest[..len]).unwrap_or_default();
-            let index = self.valid.len() + self.rejected.len();
             let (judged, file) = self
                 .sources
                 .gate_borrowed(index, raw, reference, self.last_file);
             self.last_file = file;
-            self.record(judged, end);
-            return true;
-        }
-        let mut elements = serde_json::Deserializer::from_slice(rest).into_iter::<&RawValue>();
-        let raw = match elements.next() {
-            Some(Ok(raw)) => raw,
-            // Not only "unexpected end": a number cut short (`-4.`) is a syntax error until the rest comes.
-            // A real error stays one however much arrives, and is settled by `finish`.
-            Some(Err(_)) if !complete => {
-                self.wait_for_more(output);
-                return false;
-            }
-            _ => {
-                self.state = State::GaveUp;
-                return false;
+            (len, judged)
+        } else {
+            let mut elements = serde_json::Deserializer::from_slice(rest).into_iter::<&RawValue>();
+            match elements.next() {
+                Some(Ok(raw)) => (elements.byte_offset(), self.sources.gate(index, raw)),
+                // Not only "unexpected end": a number cut short (`-4.`) is a syntax error until the rest
+                // comes. A real error stays one however much arrives, and is settled by `finish`.
+                Some(Err(_)) if !complete => {
+                    self.wait_for_more(output);
+                    return false;
+                }
+                _ => {
+                    self.state = State::GaveUp;
+                    return false;
+                }
             }
         };
-        let end = self.offset + elements.byte_offset();
+        let end = self.offset + len;
         if !self.delimited(output, end) && !complete {
+            // Judged too early (cut off, or a number that may go on): judged again when more has come.
             self.wait_for_more(output);
             return false;
         }
-        let index = self.valid.len() + self.rejected.len();
-        self.record(self.sources.gate(index, raw), end);
+        match judged {
+            Ok(reference) => self.valid.push(reference),
+            Err(rejected) => self.rejected.push(rejected),
+        }
+        self.offset = end;
+        self.state = State::After;
         true
     }
 
@@ -156,16 +156,6 @@ impl<'a> StreamingGate<'a> {
         output
             .get(end..)
             .is_some_and(|after| after.iter().any(|b| !is_json_space(*b)))
-    }
-
-    /// Keeps the gate's answer for the element that ends at `end`.
-    fn record(&mut self, judged: Result<TypedReference, Rejected>, end: usize) {
-        match judged {
-            Ok(reference) => self.valid.push(reference),
-            Err(rejected) => self.rejected.push(rejected),
-        }
-        self.offset = end;
-        self.state = State::After;
     }
 
     fn wait_for_more(&mut self, output: &[u8]) {
