@@ -172,6 +172,7 @@ fn print_plan(
             stockade_sandbox::MountOp::Symlink { target } => {
                 format!("symlink -> {}", target.display())
             }
+            stockade_sandbox::MountOp::Snapshot { bytes } => format!("snapshot ({bytes} B)"),
         };
         text.push_str(&format!("  {:<18} {}\n", what, m.path.display()));
     }

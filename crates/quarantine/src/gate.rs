@@ -10,6 +10,7 @@ use std::borrow::Cow;
 use std::collections::HashMap;
 use std::io::Read;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -121,7 +122,7 @@ struct SourceFile {
     canonical: PathBuf,
     /// `canonical` as references name it.
     canonical_text: String,
-    text: String,
+    text: Arc<str>,
     /// Byte offset where each line starts.
     line_starts: Vec<usize>,
 }
@@ -152,8 +153,14 @@ impl SourceSet {
         Ok(set)
     }
 
-    /// Reads the file at `canonical` (already canonical) and adds it under both names.
-    pub(crate) fn read(&mut self, given: &Path, canonical: PathBuf) -> Result<(), QuarantineError> {
+    /// Reads the file at `canonical` (already canonical) and adds it under both names. Returns the bytes
+    /// exactly as read, for the reader to be shown the same (a file that is not valid UTF-8 is judged by
+    /// its lossy text).
+    pub(crate) fn read(
+        &mut self,
+        given: &Path,
+        canonical: PathBuf,
+    ) -> Result<Arc<[u8]>, QuarantineError> {
         let io = |source| QuarantineError::Io {
             path: given.to_path_buf(),
             source,
@@ -167,15 +174,27 @@ impl SourceSet {
             .read_to_end(&mut bytes)
             .map_err(io)?;
         check_source_size(given, bytes.len() as u64)?;
-        // Valid UTF-8 (nearly every source) is taken as it is, not copied.
-        let text = String::from_utf8(bytes)
-            .unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned());
-        self.add(given, canonical, text);
-        Ok(())
+        // Valid UTF-8 (nearly every source) is one buffer shared by the gate and the reader's copy.
+        let (text, bytes): (Arc<str>, Arc<[u8]>) = match String::from_utf8(bytes) {
+            Ok(text) => {
+                let text = Arc::<str>::from(text);
+                (text.clone(), text.into())
+            }
+            Err(e) => (
+                String::from_utf8_lossy(e.as_bytes()).into(),
+                e.into_bytes().into(),
+            ),
+        };
+        self.insert(given, canonical, text);
+        Ok(bytes)
     }
 
     /// Adds one file's text under its given and canonical names (tests, in-memory sources).
     pub fn add(&mut self, given: &Path, canonical: PathBuf, text: String) {
+        self.insert(given, canonical, text.into());
+    }
+
+    fn insert(&mut self, given: &Path, canonical: PathBuf, text: Arc<str>) {
         let mut line_starts = vec![0];
         line_starts.extend(
             text.bytes()

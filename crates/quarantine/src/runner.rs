@@ -5,7 +5,8 @@
 //! the input files, the system directories programs need and the reader program itself; the profile's
 //! denied paths and the usual secrets denied; writes only to its private temp dir; no network unless the
 //! profile allows `WebFetch`; nothing of what lies beside the inputs (their neighbours' names do not exist
-//! inside). The profile's tool lists are handed to readers that understand them (Claude Code); the kernel
+//! inside). Each input is a read-only snapshot of the bytes the gate checks, at the input's own path in the
+//! sandbox's root (`SandboxBuilder::snapshot`), so the reader and the gate read the same text. The profile's tool lists are handed to readers that understand them (Claude Code); the kernel
 //! enforces the file and network rules whatever the reader does. The output is gated as it arrives
 //! ([`crate::StreamingGate`]).
 
@@ -330,19 +331,21 @@ pub fn run(
         ..LimitsOverride::default()
     });
     let policy = Arc::new(builder.build_with(&mut resolver)?);
-    let sandbox = SandboxBuilder::new(policy, &program, &command.args)
+    let mut sandbox = SandboxBuilder::new(policy, &program, &command.args)
         .temp_dir(&temp)
         .cwd(&temp)
         .stdio(Stdio::Collect)
         .stdin_null(true)
-        .siblings(Siblings::SymlinksOnly)
-        .build()?;
-    let running = sandbox.spawn()?;
-    // The sources are read while the sandbox starts, and the reader's output is gated while it runs.
+        .siblings(Siblings::SymlinksOnly);
+    // The reader is shown the very bytes the gate judges it by: each input is a snapshot in the sandbox's
+    // own root, not the host's file, so nothing changed on disk meanwhile reaches either side differently.
     let mut sources = SourceSet::default();
     for input in &inputs {
-        sources.read(input, input.clone())?;
+        let bytes = sources.read(input, input.clone())?;
+        sandbox = sandbox.snapshot(input, bytes);
     }
+    let running = sandbox.build()?.spawn()?;
+    // The reader's output is gated while it runs.
     let mut streaming = (reader != Reader::Claude).then(|| StreamingGate::new(&sources));
     let outcome = running.wait_with(|stdout| {
         if let Some(gate) = &mut streaming {

@@ -40,6 +40,7 @@ pub(crate) const STAGES: &[&str] = &[
     "exec",
     "close inherited descriptors",
     "no-new-privileges",
+    "snapshot", // 24
 ];
 
 pub(crate) const STAGE_EXEC: u32 = 21;
@@ -78,6 +79,10 @@ pub(crate) enum PreparedOp {
     Stub {
         dst: CString,
         dir: bool,
+    },
+    Snapshot {
+        dst: CString,
+        bytes: std::sync::Arc<[u8]>,
     },
 }
 
@@ -437,6 +442,10 @@ fn build_root(p: &Prepared) {
             }
             PreparedOp::Symlink { target, dst } => {
                 existing_is_fine(sys::symlink(target, dst)).or_fail(p, 10);
+            }
+            // Read-only with the rest of the root, below.
+            PreparedOp::Snapshot { dst, bytes } => {
+                sys::create_new_with(dst, 0o444, bytes).or_fail(p, 24);
             }
         }
     }

@@ -31,7 +31,8 @@
 //! 2. A private root built from nothing: an empty tmpfs onto which every granted path is bind-mounted at
 //!    its own path, read-only unless the policy grants write. What the policy does not grant does not exist
 //!    inside (not even for `stat`, pathname sockets such as `docker.sock`, or `/proc/<pid>/root` of outside
-//!    processes: `/proc` is a fresh one for the new PID namespace). `deny` targets inside granted trees are
+//!    processes: `/proc` is a fresh one for the new PID namespace). A granted file the caller gave as a
+//!    snapshot is instead a copy of those bytes written into the root, which is then made read-only. `deny` targets inside granted trees are
 //!    covered by empty read-only mounts; `read-only` targets inside writable trees are re-bound read-only,
 //!    and every directory between them and the writable root is made a mount point so it cannot be renamed
 //!    away. `/dev` holds only null, zero, full, random, urandom and tty. The temp dir and `/dev/shm` are

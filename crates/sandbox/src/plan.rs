@@ -56,6 +56,13 @@ pub enum MountOp {
         /// Its target, as the host has it.
         target: PathBuf,
     },
+    /// A read-only file created in the empty root holding bytes the caller read from the host file
+    /// beforehand ([`crate::SandboxBuilder::snapshot`]), in place of a bind of the file: the program sees
+    /// exactly those bytes, and a mount is saved.
+    Snapshot {
+        /// Its size.
+        bytes: u64,
+    },
 }
 
 /// A mount step and where.
@@ -345,7 +352,8 @@ impl MountPlan {
             | MountOp::PrivateTmpfs { .. }
             | MountOp::Proc
             | MountOp::Dev
-            | MountOp::Stub { .. } => true,
+            | MountOp::Stub { .. }
+            | MountOp::Snapshot { .. } => true,
         });
 
         plan.add_siblings(siblings);
@@ -354,7 +362,9 @@ impl MountPlan {
                 MountOp::Bind { write: true, .. } | MountOp::PrivateTmpfs { .. } => {
                     LandlockGrant::Write
                 }
-                MountOp::Bind { write: false, .. } | MountOp::Proc => LandlockGrant::Read,
+                MountOp::Bind { write: false, .. } | MountOp::Proc | MountOp::Snapshot { .. } => {
+                    LandlockGrant::Read
+                }
                 MountOp::Dev
                 | MountOp::MaskDir
                 | MountOp::MaskFile
@@ -373,6 +383,39 @@ impl MountPlan {
             plan.landlock.push((PathBuf::from(dev), grant));
         }
         Ok(plan)
+    }
+
+    /// Replaces the read-only bind of each file in `snapshots` (path and size) by a [`MountOp::Snapshot`].
+    /// Only a bind that lands in the empty root itself is replaced: a file the policy makes writable, or one
+    /// that lies inside another mount (a directory grant, a mask), stays as the plan had it, and the
+    /// program sees the host's file there. Returns the paths replaced.
+    pub fn use_snapshots(&mut self, snapshots: &[(&Path, u64)]) -> Vec<PathBuf> {
+        let sizes: std::collections::HashMap<&Path, u64> = snapshots.iter().copied().collect();
+        let enclosing: std::collections::HashSet<PathBuf> = self
+            .mounts
+            .iter()
+            .filter(|m| !matches!(m.op, MountOp::Symlink { .. } | MountOp::Stub { .. }))
+            .map(|m| m.path.clone())
+            .collect();
+        let mut replaced = Vec::new();
+        for m in &mut self.mounts {
+            let (
+                MountOp::Bind {
+                    write: false,
+                    dir: false,
+                },
+                Some(&bytes),
+            ) = (&m.op, sizes.get(m.path.as_path()))
+            else {
+                continue;
+            };
+            if m.path.ancestors().skip(1).any(|a| enclosing.contains(a)) {
+                continue;
+            }
+            m.op = MountOp::Snapshot { bytes };
+            replaced.push(m.path.clone());
+        }
+        replaced
     }
 
     /// Mirrors, in every directory of the empty root (the ancestors of mounts that no bind covers), the host's
@@ -766,6 +809,55 @@ mod tests {
                 target: PathBuf::from("input.md")
             }),
             "symlinks stay, so /bin and /lib64 still lead somewhere"
+        );
+    }
+
+    #[test]
+    fn snapshots_replace_only_read_only_file_binds_in_the_empty_root() {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path().canonicalize().unwrap();
+        for d in ["in", "tree", "w"] {
+            std::fs::create_dir_all(root.join(d)).unwrap();
+        }
+        for f in ["in/a.md", "in/b.md", "tree/c.md", "w/d.md", "w/e.md"] {
+            std::fs::write(root.join(f), "text").unwrap();
+        }
+        let mut plan = plan_with(
+            &root,
+            "[profile.p]\nfs.read = [\"in/a.md\", \"in/b.md\", \"tree\", \"tree/c.md\"]\nfs.write = [\"w\"]\nfs.read-only = [\"w/e.md\"]\n",
+            Siblings::SymlinksOnly,
+        );
+        let landlock_before = plan.landlock.clone();
+        let replaced = plan.use_snapshots(&[
+            (&root.join("in/a.md"), 4),
+            (&root.join("tree/c.md"), 4), // visible through the directory grant
+            (&root.join("w/d.md"), 4),    // writable
+            (&root.join("w/e.md"), 4), // read-only, but inside a writable bind: it would land on the host
+            (&root.join("in/none.md"), 4), // not in the plan at all
+        ]);
+        assert_eq!(replaced, vec![root.join("in/a.md")]);
+        assert_eq!(
+            op_at(&plan, &root.join("in/a.md")),
+            Some(&MountOp::Snapshot { bytes: 4 })
+        );
+        assert!(matches!(
+            op_at(&plan, &root.join("in/b.md")),
+            Some(MountOp::Bind {
+                write: false,
+                dir: false
+            })
+        ));
+        assert!(matches!(
+            op_at(&plan, &root.join("w/e.md")),
+            Some(MountOp::Bind {
+                write: false,
+                dir: false
+            })
+        ));
+        assert_eq!(op_at(&plan, &root.join("in/none.md")), None);
+        assert_eq!(
+            plan.landlock, landlock_before,
+            "a snapshot is read as the bind was"
         );
     }
 }

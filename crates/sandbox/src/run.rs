@@ -1,5 +1,6 @@
 //! Building, spawning and supervising one sandboxed process.
 
+use std::collections::HashMap;
 use std::ffi::{CString, OsStr, OsString};
 use std::os::fd::RawFd;
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
@@ -71,6 +72,17 @@ pub struct SandboxBuilder {
     stdio: Stdio,
     stdin_null: bool,
     siblings: Siblings,
+    snapshots: HashMap<PathBuf, SnapshotBytes>,
+}
+
+/// The bytes of a [`SandboxBuilder::snapshot`], shared with the child (printed by size only).
+#[derive(Clone)]
+struct SnapshotBytes(Arc<[u8]>);
+
+impl std::fmt::Debug for SnapshotBytes {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} bytes", self.0.len())
+    }
 }
 
 impl SandboxBuilder {
@@ -95,6 +107,7 @@ impl SandboxBuilder {
             stdio: Stdio::Inherit,
             stdin_null: false,
             siblings: Siblings::Stubs,
+            snapshots: HashMap::new(),
         }
     }
 
@@ -137,6 +150,17 @@ impl SandboxBuilder {
     /// What the private root shows of ungranted entries beside granted ones (default: stubs).
     pub fn siblings(mut self, siblings: Siblings) -> Self {
         self.siblings = siblings;
+        self
+    }
+
+    /// Shows the program `bytes` as the file at `path` (canonical, granted read-only by the policy) instead
+    /// of the host's file there: the caller knows exactly what the program reads (no change on disk after
+    /// the caller read it reaches the program), and the private root needs no mount for it. The file is
+    /// read-only, mode 0444. Where the plan cannot hold a snapshot (the file lies inside a directory grant,
+    /// or is writable: see [`MountPlan::use_snapshots`]) the host's file is bound as usual; the plan says
+    /// which.
+    pub fn snapshot(mut self, path: impl Into<PathBuf>, bytes: Arc<[u8]>) -> Self {
+        self.snapshots.insert(path.into(), SnapshotBytes(bytes));
         self
     }
 
@@ -251,7 +275,15 @@ impl SandboxBuilder {
             });
         }
 
-        let plan = MountPlan::new(policy, &temp_dir, limits.memory, self.siblings)?;
+        let mut plan = MountPlan::new(policy, &temp_dir, limits.memory, self.siblings)?;
+        if !self.snapshots.is_empty() {
+            let sizes: Vec<(&Path, u64)> = self
+                .snapshots
+                .iter()
+                .map(|(path, bytes)| (path.as_path(), bytes.0.len() as u64))
+                .collect();
+            plan.use_snapshots(&sizes);
+        }
         // The working directory must exist inside: granted, or a directory on the way to something granted
         // (e.g. the project root of a policy that grants only `src/**/*.ts`).
         if !plan.has_directory(cwd_c.as_path()) {
@@ -278,6 +310,7 @@ impl SandboxBuilder {
             landlock_hard: !self.best_effort,
             stdio: self.stdio,
             stdin_null: self.stdin_null,
+            snapshots: self.snapshots,
             warnings,
         })
     }
@@ -344,6 +377,7 @@ pub struct Sandbox {
     landlock_hard: bool,
     stdio: Stdio,
     stdin_null: bool,
+    snapshots: HashMap<PathBuf, SnapshotBytes>,
     warnings: Vec<String>,
 }
 
@@ -468,6 +502,19 @@ impl Sandbox {
                 MountOp::Symlink { target } => PreparedOp::Symlink {
                     target: cstring(target.as_os_str().as_bytes())?,
                     dst,
+                },
+                MountOp::Snapshot { .. } => PreparedOp::Snapshot {
+                    dst,
+                    bytes: self
+                        .snapshots
+                        .get(&m.path)
+                        .map(|b| b.0.clone())
+                        .ok_or_else(|| SandboxError::Policy {
+                            message: format!(
+                                "the plan holds a snapshot of '{}' but no bytes were given for it",
+                                m.path.display()
+                            ),
+                        })?,
                 },
             };
             ops.push(op);

@@ -153,16 +153,23 @@ pub(crate) fn chmod(path: &CStr, mode: u32) -> io::Result<()> {
 
 /// Creates an empty file (for a bind-mount target); an existing one is fine.
 pub(crate) fn touch(path: &CStr, mode: u32) -> io::Result<()> {
-    create(path, libc::O_NOFOLLOW, mode)
+    create(path, libc::O_NOFOLLOW, mode, None)
 }
 
 /// Creates an empty file; `AlreadyExists` when anything is at `path` already (a symlink is not followed).
 pub(crate) fn create_new(path: &CStr, mode: u32) -> io::Result<()> {
-    create(path, libc::O_EXCL, mode)
+    create(path, libc::O_EXCL, mode, None)
 }
 
-/// Opens `path` for writing with `O_CREAT` and `flags`, and closes it.
-fn create(path: &CStr, flags: c_int, mode: u32) -> io::Result<()> {
+/// Creates a file holding `content` with exactly `mode` (whatever the umask); `AlreadyExists` when
+/// anything is at `path` already.
+pub(crate) fn create_new_with(path: &CStr, mode: u32, content: &[u8]) -> io::Result<()> {
+    create(path, libc::O_EXCL, mode, Some(content))
+}
+
+/// Opens `path` for writing with `O_CREAT` and `flags`, writes `content` (setting `mode` exactly first)
+/// if there is any, and closes it.
+fn create(path: &CStr, flags: c_int, mode: u32, content: Option<&[u8]>) -> io::Result<()> {
     // SAFETY: NUL-terminated path; the returned fd is closed below.
     let fd = check(unsafe {
         libc::open(
@@ -171,8 +178,13 @@ fn create(path: &CStr, flags: c_int, mode: u32) -> io::Result<()> {
             mode,
         )
     })?;
+    let written = content.map_or(Ok(()), |content| {
+        // SAFETY: `fd` is the descriptor opened above.
+        check(unsafe { libc::fchmod(fd, mode) })?;
+        write_all(fd, content)
+    });
     close(fd);
-    Ok(())
+    written
 }
 
 /// Whether `fd` (an `O_PATH` descriptor will do) is a directory; false when it cannot be examined.

@@ -250,7 +250,9 @@ a=$(try cat {secret}); b=$(try cat {notes}); c=$(try cat {unlisted})
 d=$(echo pwned > {host} 2>/dev/null && echo WROTE || echo FAILED)
 e=$(try cat "$1" | head -c 8)
 f=$(test -e {unlisted} && echo SEEN || echo ABSENT)
-printf '["secret:%s","notes:%s","unlisted:%s","write:%s","input:%s","neighbour:%s"]' "$a" "$b" "$c" "$d" "$e" "$f""#,
+g=$(echo x >> "$1" 2>/dev/null && echo WROTE || echo FAILED)
+h=$(stat -c %a "$1"); i=$(grep -c " $1 " /proc/self/mountinfo)
+printf '["secret:%s","notes:%s","unlisted:%s","write:%s","input:%s","neighbour:%s","input-write:%s","input-mode:%s","input-mounts:%s"]' "$a" "$b" "$c" "$d" "$e" "$f" "$g" "$h" "$i""#,
                 secret = d.path("home/.claude/skills/CORE/USER/secret.txt").display(),
                 notes = d.path("home/notes.txt").display(),
                 unlisted = d.path("other/not-listed.txt").display(),
@@ -270,8 +272,12 @@ printf '["secret:%s","notes:%s","unlisted:%s","write:%s","input:%s","neighbour:%
             seen,
             ["\"secret:FAILED\"", "\"notes:FAILED\"", "\"unlisted:FAILED\"", "\"write:FAILED\"", "\"input:homepage\"",
              // Not even the names of the input's neighbours: the reader learns nothing else is there.
-             "\"neighbour:ABSENT\""]
+             "\"neighbour:ABSENT\"",
+             // The input is a read-only snapshot (mode 444, the host's is 644) of the bytes the gate
+             // read, in the sandbox's own root: no mount of the host's file.
+             "\"input-write:FAILED\"", "\"input-mode:444\"", "\"input-mounts:0\""]
         );
+        assert_eq!(std::fs::metadata(&input).unwrap().permissions().mode() & 0o777, 0o644);
         assert!(!d.path("home/pwned").exists());
         assert_eq!(result["filesProcessed"], 1, "the denied input is not given to the reader");
         assert!(result["errors"][0].as_str().unwrap().contains("the profile denies"), "{result}");
