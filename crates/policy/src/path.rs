@@ -93,6 +93,9 @@ impl CanonicalPath {
                 format!("'{}' is not absolute", path.display()),
             ));
         }
+        if let Some(known) = cache.resolved.get(path.as_os_str()) {
+            return Ok(known.clone());
+        }
         let mut pending: VecDeque<OsString> = components(path).collect();
         let mut resolved = PathBuf::from("/");
         let mut existing_len = 1;
@@ -138,10 +141,14 @@ impl CanonicalPath {
                 }
             }
         }
-        Ok(CanonicalPath {
+        let canonical = CanonicalPath {
             path: resolved,
             existing_len,
-        })
+        };
+        cache
+            .resolved
+            .insert(path.as_os_str().to_os_string(), canonical.clone());
+        Ok(canonical)
     }
 
     /// Wraps a path the caller knows to be canonical already (for example one returned by `realpath`, or
@@ -216,7 +223,11 @@ impl PathResolver {
 /// Remembered `lstat`/`readlink` answers for one resolution pass.
 #[derive(Debug, Default)]
 pub(crate) struct LstatCache {
-    entries: std::collections::HashMap<PathBuf, Entry>,
+    /// By the bytes of the path (hashing a `Path` goes component by component: several times slower).
+    entries: std::collections::HashMap<OsString, Entry>,
+    /// Whole paths already resolved in this pass, as given (a policy often names a path twice, and the
+    /// quarantine resolves its inputs before the policy that grants them).
+    resolved: std::collections::HashMap<OsString, CanonicalPath>,
 }
 
 impl LstatCache {
@@ -224,11 +235,14 @@ impl LstatCache {
     pub(crate) fn was_dir(&self, path: &Path) -> bool {
         // The root is never examined: resolution starts there.
         path == Path::new("/")
-            || matches!(self.entries.get(path), Some(Entry::Present { dir: true }))
+            || matches!(
+                self.entries.get(path.as_os_str()),
+                Some(Entry::Present { dir: true })
+            )
     }
 
     fn lookup(&mut self, path: &Path) -> Entry {
-        if let Some(e) = self.entries.get(path) {
+        if let Some(e) = self.entries.get(path.as_os_str()) {
             return e.clone();
         }
         let entry = match std::fs::symlink_metadata(path) {
@@ -239,7 +253,8 @@ impl LstatCache {
             Ok(m) => Entry::Present { dir: m.is_dir() },
             Err(_) => Entry::Missing,
         };
-        self.entries.insert(path.to_path_buf(), entry.clone());
+        self.entries
+            .insert(path.as_os_str().to_os_string(), entry.clone());
         entry
     }
 }

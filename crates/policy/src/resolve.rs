@@ -154,9 +154,9 @@ impl PolicyBuilder {
             Source::parse(BUILTIN_TOML.to_string(), None)?
         } else {
             Source {
-                text: String::new(),
                 origin: None,
                 file: PolicyFile::default(),
+                newlines: Vec::new(),
             }
         };
         let chain = profile_chain(&name, user.as_ref(), &builtin)?;
@@ -569,9 +569,11 @@ fn check_contradictions(scopes: &[Scope]) -> Result<(), PolicyError> {
 }
 
 struct Source {
-    text: String,
     origin: Option<PathBuf>,
     file: PolicyFile,
+    /// Offset of every `\n` in `text`: each rule's line is looked up, not counted from the start (a
+    /// policy listing hundreds of paths would otherwise be scanned hundreds of times).
+    newlines: Vec<usize>,
 }
 
 impl Source {
@@ -587,11 +589,21 @@ impl Source {
                 message: e.message().trim().to_string(),
             }
         })?;
-        Ok(Source { text, origin, file })
+        let newlines = text
+            .bytes()
+            .enumerate()
+            .filter_map(|(i, b)| (b == b'\n').then_some(i))
+            .collect();
+        Ok(Source {
+            origin,
+            file,
+            newlines,
+        })
     }
 
     fn line_of<T>(&self, item: &Spanned<T>) -> usize {
-        line_of(&self.text, item.span().start)
+        let offset = item.span().start;
+        self.newlines.partition_point(|&n| n < offset) + 1
     }
 
     fn location(&self, profile: &str, line: usize, builtin: bool) -> String {

@@ -258,6 +258,24 @@ fn denials_explain_rule_and_fix() {
     );
     let e = policy.explain(&key, Access::Read);
     assert!(!e.allowed && e.covering_paths.len() >= 2);
+
+    // The rule's line, wherever in a list it stands.
+    fx.mkdir("c");
+    let policy = PolicyBuilder::new(fx.vars())
+        .policy_text(
+            "[profile.p]\n\nfs.read = [\"a\",\n  \"b\"]\nfs.deny = [\n\"c\"]\n",
+            fx.root.join("p.toml"),
+        )
+        .build()
+        .unwrap();
+    let c = CanonicalPath::resolve(&fx.root.join("c/x")).unwrap();
+    let denial = policy
+        .denial(&c, Access::Read, policy.decide(&c, Access::Read))
+        .unwrap();
+    assert!(
+        matches!(denial.source, Some(RuleSource::File { line: 6, .. })),
+        "{denial:?}"
+    );
 }
 
 #[test]
