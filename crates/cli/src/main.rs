@@ -188,7 +188,7 @@ fn finish(result: anyhow::Result<ExitStatus>) -> ExitCode {
     match result {
         Ok(status) => status.into(),
         Err(e) => {
-            output::message(&format!("{e:#}"));
+            output::message(&output::describe(&e));
             ExitStatus::Usage.into()
         }
     }

@@ -15,8 +15,13 @@ pub(crate) fn out(text: &str) {
 /// Writes `value` as one line of JSON, straight into stdout's buffer: a result can be megabytes, and
 /// building it as one string first would cost a copy and the page faults of a second buffer.
 pub(crate) fn json(value: &impl serde::Serialize) {
+    json_with(|out| serde_json::to_writer(out, value));
+}
+
+/// [`json`] with the JSON written by `write` (a type that knows a faster way to write itself).
+pub(crate) fn json_with(write: impl FnOnce(&mut dyn std::io::Write) -> serde_json::Result<()>) {
     let mut stdout = std::io::BufWriter::with_capacity(64 * 1024, std::io::stdout().lock());
-    let written = serde_json::to_writer(&mut stdout, value)
+    let written = write(&mut stdout)
         .map_err(std::io::Error::from)
         .and_then(|()| stdout.write_all(b"\n"))
         .and_then(|()| stdout.flush());
@@ -34,6 +39,20 @@ pub(crate) fn json_pretty(value: &impl serde::Serialize) {
     }
 }
 
+/// An error and its causes, each said once: most of stockade's errors already name their cause in their
+/// own message, which `{:#}` would repeat.
+pub(crate) fn describe(error: &anyhow::Error) -> String {
+    let mut text = error.to_string();
+    for cause in error.chain().skip(1) {
+        let cause = cause.to_string();
+        if !text.contains(&cause) {
+            text.push_str(": ");
+            text.push_str(&cause);
+        }
+    }
+    text
+}
+
 pub(crate) fn message(text: &str) {
     let mut stderr = std::io::stderr().lock();
     let _ = writeln!(stderr, "stockade: {text}");
@@ -43,4 +62,24 @@ pub(crate) fn message(text: &str) {
 pub(crate) fn raw_err(text: &str) {
     let mut stderr = std::io::stderr().lock();
     let _ = stderr.write_all(text.as_bytes());
+}
+
+#[cfg(test)]
+mod tests {
+    use anyhow::Context;
+
+    #[test]
+    fn an_error_names_each_cause_once() {
+        let io = std::io::Error::from(std::io::ErrorKind::NotFound);
+        let named = stockade_quarantine::QuarantineError::Io {
+            path: "/x".into(),
+            source: io,
+        };
+        let error = anyhow::Error::from(named);
+        assert_eq!(super::describe(&error), "/x: entity not found");
+        let error = Err::<(), _>(std::io::Error::other("disk full"))
+            .context("cannot write the log")
+            .unwrap_err();
+        assert_eq!(super::describe(&error), "cannot write the log: disk full");
+    }
 }

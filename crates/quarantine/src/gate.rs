@@ -9,6 +9,7 @@
 use std::borrow::Cow;
 use std::collections::HashMap;
 use std::io::Read;
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -64,6 +65,74 @@ pub struct TypedReference {
     pub value: String,
     /// Where it is.
     pub source: Source,
+}
+
+/// The references that passed the gate: a list of [`TypedReference`] (it dereferences to one, and
+/// serialises as one). When the streaming gate rendered each reference as JSON as it passed, on the
+/// supervisor's core while the reader still worked, that rendering is kept for
+/// [`crate::QuarantineResult::write_json`], so writing a result of thousands of references is a copy, not
+/// a serialisation. Any change to the list drops it.
+#[derive(Debug, Clone, Default)]
+pub struct References {
+    list: Vec<TypedReference>,
+    /// `list`, element for element, as JSON.
+    rendered: Option<Vec<Box<serde_json::value::RawValue>>>,
+}
+
+impl References {
+    pub(crate) fn rendered(
+        list: Vec<TypedReference>,
+        rendered: Vec<Box<serde_json::value::RawValue>>,
+    ) -> Self {
+        let rendered = (rendered.len() == list.len()).then_some(rendered);
+        References { list, rendered }
+    }
+
+    /// Each reference as JSON, if rendered as it passed (see the type's documentation).
+    pub fn as_rendered(&self) -> Option<&[Box<serde_json::value::RawValue>]> {
+        self.rendered.as_deref()
+    }
+
+    /// The list.
+    pub fn into_vec(self) -> Vec<TypedReference> {
+        self.list
+    }
+}
+
+impl From<Vec<TypedReference>> for References {
+    fn from(list: Vec<TypedReference>) -> Self {
+        References {
+            list,
+            rendered: None,
+        }
+    }
+}
+
+impl std::ops::Deref for References {
+    type Target = Vec<TypedReference>;
+
+    fn deref(&self) -> &Self::Target {
+        &self.list
+    }
+}
+
+impl std::ops::DerefMut for References {
+    fn deref_mut(&mut self) -> &mut Self::Target {
+        self.rendered = None;
+        &mut self.list
+    }
+}
+
+impl PartialEq for References {
+    fn eq(&self, other: &Self) -> bool {
+        self.list == other.list
+    }
+}
+
+impl Serialize for References {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        self.list.serialize(serializer)
+    }
 }
 
 /// A [`TypedReference`] as it stands in a reader's output, its strings borrowed where they hold no
@@ -165,8 +234,20 @@ impl SourceSet {
             path: given.to_path_buf(),
             source,
         };
-        let file = std::fs::File::open(&canonical).map_err(io)?;
-        let size = file.metadata().map_err(io)?.len();
+        // Non-blocking: a FIFO given as an input must be refused, not waited on.
+        let file = std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_NONBLOCK)
+            .open(&canonical)
+            .map_err(io)?;
+        let metadata = file.metadata().map_err(io)?;
+        if !metadata.is_file() {
+            return Err(QuarantineError::Input {
+                path: given.to_path_buf(),
+                reason: "is not a regular file".to_string(),
+            });
+        }
+        let size = metadata.len();
         check_source_size(given, size)?;
         let mut bytes = Vec::with_capacity(usize::try_from(size).unwrap_or(0));
         // The file may grow after the size was read; the limit holds anyway.
@@ -197,10 +278,8 @@ impl SourceSet {
     fn insert(&mut self, given: &Path, canonical: PathBuf, text: Arc<str>) {
         let mut line_starts = vec![0];
         line_starts.extend(
-            text.bytes()
-                .enumerate()
-                .filter(|&(_, b)| b == b'\n')
-                .map(|(i, _)| i + 1)
+            memchr::memchr_iter(b'\n', text.as_bytes())
+                .map(|i| i + 1)
                 .filter(|&start| start < text.len()),
         );
         let index = self.files.len();

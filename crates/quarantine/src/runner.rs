@@ -21,7 +21,7 @@ use stockade_policy::{LimitsOverride, NetMode, PathResolver, PolicyBuilder, Vari
 use stockade_sandbox::{SandboxBuilder, Siblings, Stdio, StopReason};
 
 use crate::error::QuarantineError;
-use crate::gate::{Rejected, SourceSet, TypedReference, check_source_size};
+use crate::gate::{References, Rejected, SourceSet, TypedReference};
 use crate::profile::CrossProjectProfile;
 use crate::stream::StreamingGate;
 
@@ -99,7 +99,8 @@ pub struct QuarantineResult {
     /// The reader ran, exited 0 and printed a JSON array (some references may still be rejected).
     pub success: bool,
     /// References that passed the provenance gate.
-    pub references: Vec<TypedReference>,
+    #[schemars(with = "Vec<TypedReference>")]
+    pub references: References,
     /// Everything that went wrong, one sentence each (run errors first, then each rejected reference).
     pub errors: Vec<String>,
     /// References the gate refused, with reasons.
@@ -110,6 +111,40 @@ pub struct QuarantineResult {
     pub files_processed: usize,
     /// The reader's exit code; `null` when it had none (killed by a signal or the timeout).
     pub exit_code: Option<i32>,
+}
+
+impl QuarantineResult {
+    /// Writes the result as one line of JSON: the same bytes as serialising it with `serde_json`, but
+    /// references the streaming gate already rendered are copied, not serialised again.
+    pub fn write_json(&self, writer: impl std::io::Write) -> serde_json::Result<()> {
+        /// [`QuarantineResult`] with its references as rendered (the test checks it stays the same shape).
+        #[derive(Serialize)]
+        #[serde(rename_all = "camelCase")]
+        struct Rendered<'a> {
+            success: bool,
+            references: &'a [Box<serde_json::value::RawValue>],
+            errors: &'a [String],
+            rejected: &'a [Rejected],
+            duration_ms: u64,
+            files_processed: usize,
+            exit_code: Option<i32>,
+        }
+        match self.references.as_rendered() {
+            Some(references) => serde_json::to_writer(
+                writer,
+                &Rendered {
+                    success: self.success,
+                    references,
+                    errors: &self.errors,
+                    rejected: &self.rejected,
+                    duration_ms: self.duration_ms,
+                    files_processed: self.files_processed,
+                    exit_code: self.exit_code,
+                },
+            ),
+            None => serde_json::to_writer(writer, self),
+        }
+    }
 }
 
 /// A command line.
@@ -199,7 +234,7 @@ pub fn run(
     };
     let mut result = QuarantineResult {
         success: true,
-        references: Vec::new(),
+        references: References::default(),
         errors: Vec::new(),
         rejected: Vec::new(),
         duration_ms: 0,
@@ -239,8 +274,9 @@ pub fn run(
         }
     };
 
-    // Inputs: regular files, canonical, not under a denied path, nothing the policy would read as a glob.
-    // One resolver for them all: inputs usually share directories, whose components it examines once.
+    // Inputs: existing, canonical, not under a denied path, nothing the policy would read as a glob (that
+    // they are regular files within the size limit is checked as they are read, below). One resolver for
+    // them all: inputs usually share directories, whose components it examines once.
     let mut resolver = PathResolver::new();
     let mut inputs = Vec::new();
     for file in files {
@@ -249,15 +285,11 @@ pub fn run(
             source,
         };
         let absolute = std::path::absolute(file).map_err(io)?;
-        let canonical = resolver.resolve(&absolute).map_err(io)?.into_path_buf();
-        let metadata = std::fs::metadata(&canonical).map_err(io)?;
-        if !metadata.is_file() {
-            return Err(QuarantineError::Input {
-                path: file.clone(),
-                reason: "is not a regular file".to_string(),
-            });
+        let canonical = resolver.resolve(&absolute).map_err(io)?;
+        if !canonical.exists() {
+            return Err(io(std::io::Error::from_raw_os_error(libc::ENOENT)));
         }
-        check_source_size(file, metadata.len())?;
+        let canonical = canonical.into_path_buf();
         let text = canonical.to_string_lossy();
         if !stockade_policy::is_literal_path(&text) {
             return Err(QuarantineError::Input {
@@ -299,6 +331,13 @@ pub fn run(
         },
     })?;
 
+    // The reader is shown the very bytes the gate judges it by: each input is a snapshot in the sandbox's
+    // own root, not the host's file, so nothing changed on disk meanwhile reaches either side differently.
+    let mut sources = SourceSet::default();
+    let mut snapshots = Vec::with_capacity(inputs.len());
+    for input in &inputs {
+        snapshots.push((input.clone(), sources.read(input, input.clone())?));
+    }
     let temp = stockade_sandbox::new_temp_dir_path();
     let mut read = vec![program.as_path()];
     read.extend(inputs.iter().map(PathBuf::as_path));
@@ -336,15 +375,10 @@ pub fn run(
         .cwd(&temp)
         .stdio(Stdio::Collect)
         .stdin_null(true)
-        .siblings(Siblings::SymlinksOnly);
-    // The reader is shown the very bytes the gate judges it by: each input is a snapshot in the sandbox's
-    // own root, not the host's file, so nothing changed on disk meanwhile reaches either side differently.
-    let mut sources = SourceSet::default();
-    for input in &inputs {
-        let bytes = sources.read(input, input.clone())?;
-        sandbox = sandbox.snapshot(input, bytes);
-    }
-    let running = sandbox.build()?.spawn()?;
+        .siblings(Siblings::SymlinksOnly)
+        .build()?;
+    sandbox.snapshot_files(snapshots);
+    let running = sandbox.spawn()?;
     // The reader's output is gated while it runs.
     let mut streaming = (reader != Reader::Claude).then(|| StreamingGate::new(&sources));
     let outcome = running.wait_with(|stdout| {
@@ -393,7 +427,10 @@ pub fn run(
         let streamed = streaming.and_then(|gate| gate.finish(&outcome.stdout));
         let judged = match streamed {
             Some(judged) => Ok(judged),
-            None => parse_output(&outcome.stdout, &reader).map(|output| sources.validate(output)),
+            None => parse_output(&outcome.stdout, &reader).map(|output| {
+                let (valid, rejected) = sources.validate(output);
+                (References::from(valid), rejected)
+            }),
         };
         match judged {
             Ok((valid, rejected)) => {

@@ -8,7 +8,7 @@
 
 use serde_json::value::RawValue;
 
-use crate::gate::{BorrowedReference, Rejected, SourceSet, TypedReference};
+use crate::gate::{BorrowedReference, References, Rejected, SourceSet, TypedReference};
 
 /// Where the stream is in the array's grammar.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -39,6 +39,8 @@ pub struct StreamingGate<'a> {
     /// quadratic.
     retry_at: usize,
     valid: Vec<TypedReference>,
+    /// Each of `valid` as JSON, rendered while the reader works (dropped if one cannot be).
+    rendered: Vec<Box<RawValue>>,
     rejected: Vec<Rejected>,
     /// The file the last reference named.
     last_file: Option<usize>,
@@ -53,6 +55,7 @@ impl<'a> StreamingGate<'a> {
             offset: 0,
             retry_at: 0,
             valid: Vec::new(),
+            rendered: Vec::new(),
             rejected: Vec::new(),
             last_file: None,
         }
@@ -67,9 +70,14 @@ impl<'a> StreamingGate<'a> {
 
     /// The gate's answer for the whole `output`, or `None` when it was not a clean JSON array and must be
     /// judged whole ([`crate::parse_output`], then [`SourceSet::validate`]).
-    pub fn finish(mut self, output: &[u8]) -> Option<(Vec<TypedReference>, Vec<Rejected>)> {
+    pub fn finish(mut self, output: &[u8]) -> Option<(References, Vec<Rejected>)> {
         self.advance(output, true);
-        (self.state == State::Closed).then_some((self.valid, self.rejected))
+        (self.state == State::Closed).then(|| {
+            (
+                References::rendered(self.valid, self.rendered),
+                self.rejected,
+            )
+        })
     }
 
     fn advance(&mut self, output: &[u8], complete: bool) {
@@ -142,7 +150,13 @@ impl<'a> StreamingGate<'a> {
             return false;
         }
         match judged {
-            Ok(reference) => self.valid.push(reference),
+            Ok(reference) => {
+                // Serialising a reference cannot fail; if it ever did, the list is written the slow way.
+                if let Ok(json) = serde_json::value::to_raw_value(&reference) {
+                    self.rendered.push(json);
+                }
+                self.valid.push(reference);
+            }
             Err(rejected) => self.rejected.push(rejected),
         }
         self.offset = end;

@@ -6,7 +6,7 @@
 //! read-only (Landlock cannot take rights away inside a writable tree). The order is by depth, so a deeper
 //! rule is applied after, and on top of, a shallower one, which is the policy's "deepest decides".
 
-use std::ffi::OsString;
+use std::ffi::{OsStr, OsString};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
@@ -328,15 +328,20 @@ impl MountPlan {
             .collect();
         // A mask whose nearest enclosing entry is a directory mask hides nothing more (and has no mount
         // point left to land on: `deny = ["a/c", "**/.env"]` with `a/c/.env`).
-        let masked: std::collections::HashMap<PathBuf, bool> = plan
+        let masked: std::collections::HashMap<OsString, bool> = plan
             .mounts
             .iter()
-            .map(|m| (m.path.clone(), matches!(m.op, MountOp::MaskDir)))
+            .map(|m| {
+                (
+                    m.path.as_os_str().to_os_string(),
+                    matches!(m.op, MountOp::MaskDir),
+                )
+            })
             .collect();
         let inside_mask = |path: &Path| {
             path.ancestors()
                 .skip(1)
-                .find_map(|a| masked.get(a))
+                .find_map(|a| masked.get(a.as_os_str()))
                 .copied()
                 .unwrap_or(false)
         };
@@ -390,12 +395,15 @@ impl MountPlan {
     /// that lies inside another mount (a directory grant, a mask), stays as the plan had it, and the
     /// program sees the host's file there. Returns the paths replaced.
     pub fn use_snapshots(&mut self, snapshots: &[(&Path, u64)]) -> Vec<PathBuf> {
-        let sizes: std::collections::HashMap<&Path, u64> = snapshots.iter().copied().collect();
-        let enclosing: std::collections::HashSet<PathBuf> = self
+        let sizes: std::collections::HashMap<&OsStr, u64> = snapshots
+            .iter()
+            .map(|(path, size)| (path.as_os_str(), *size))
+            .collect();
+        let enclosing: std::collections::HashSet<OsString> = self
             .mounts
             .iter()
             .filter(|m| !matches!(m.op, MountOp::Symlink { .. } | MountOp::Stub { .. }))
-            .map(|m| m.path.clone())
+            .map(|m| m.path.as_os_str().to_os_string())
             .collect();
         let mut replaced = Vec::new();
         for m in &mut self.mounts {
@@ -405,17 +413,66 @@ impl MountPlan {
                     dir: false,
                 },
                 Some(&bytes),
-            ) = (&m.op, sizes.get(m.path.as_path()))
+            ) = (&m.op, sizes.get(m.path.as_os_str()))
             else {
                 continue;
             };
-            if m.path.ancestors().skip(1).any(|a| enclosing.contains(a)) {
+            if m.path
+                .ancestors()
+                .skip(1)
+                .any(|a| enclosing.contains(a.as_os_str()))
+            {
                 continue;
             }
             m.op = MountOp::Snapshot { bytes };
             replaced.push(m.path.clone());
         }
+        self.group_snapshot_rules();
         replaced
+    }
+
+    /// One Landlock rule for a directory of the empty root that holds nothing but snapshots, in place of
+    /// one per file: it grants exactly the same (nothing else is beneath it, and the root is read-only, so
+    /// nothing can be added) plus listing those files, at a fraction of the rules. A directory with
+    /// anything else beneath it (a mount, a stub, a symlink, a deeper directory) keeps per-file rules.
+    fn group_snapshot_rules(&mut self) {
+        use std::collections::{HashMap, HashSet};
+        let mut mixed: HashSet<&OsStr> = self.mounts.iter().map(|m| m.path.as_os_str()).collect();
+        let mut snapshots: HashMap<&OsStr, Vec<&Path>> = HashMap::new();
+        for m in &self.mounts {
+            let parent = m.path.parent();
+            let direct_snapshot = matches!(m.op, MountOp::Snapshot { .. });
+            if direct_snapshot && let Some(parent) = parent {
+                snapshots
+                    .entry(parent.as_os_str())
+                    .or_default()
+                    .push(&m.path);
+            }
+            let skip = usize::from(direct_snapshot);
+            for ancestor in m.path.ancestors().skip(1 + skip) {
+                mixed.insert(ancestor.as_os_str());
+            }
+        }
+        let grouped: HashMap<PathBuf, Vec<PathBuf>> = snapshots
+            .into_iter()
+            .filter(|(dir, _)| !mixed.contains(dir))
+            .map(|(dir, files)| {
+                (
+                    PathBuf::from(dir),
+                    files.into_iter().map(Path::to_path_buf).collect(),
+                )
+            })
+            .collect();
+        if grouped.is_empty() {
+            return;
+        }
+        let files: HashSet<&OsStr> = grouped.values().flatten().map(|p| p.as_os_str()).collect();
+        self.landlock
+            .retain(|(path, _)| !files.contains(path.as_os_str()));
+        let mut dirs: Vec<PathBuf> = grouped.into_keys().collect();
+        dirs.sort();
+        self.landlock
+            .extend(dirs.into_iter().map(|dir| (dir, LandlockGrant::Read)));
     }
 
     /// Mirrors, in every directory of the empty root (the ancestors of mounts that no bind covers), the host's
@@ -424,19 +481,20 @@ impl MountPlan {
         /// Entries mirrored per directory; the rest simply do not exist inside (ENOENT instead of EACCES).
         const MAX_STUBS_PER_DIR: usize = 4096;
         // Hash sets instead of pairwise `starts_with`: this runs on every launch.
-        let binds: std::collections::HashSet<&Path> = self
+        // Keyed by bytes: the paths are canonical, and hashing a `Path` goes component by component.
+        let binds: std::collections::HashSet<&OsStr> = self
             .mounts
             .iter()
             .filter(|m| !matches!(m.op, MountOp::Symlink { .. } | MountOp::Stub { .. }))
-            .map(|m| m.path.as_path())
+            .map(|m| m.path.as_os_str())
             .collect();
-        let covered = |p: &Path| p.ancestors().any(|a| binds.contains(a));
+        let covered = |p: &Path| p.ancestors().any(|a| binds.contains(a.as_os_str()));
         // Every mount path and all its ancestors: the directories of the empty root and what they hold.
-        let mut used: std::collections::HashSet<&Path> = std::collections::HashSet::new();
+        let mut used: std::collections::HashSet<&OsStr> = std::collections::HashSet::new();
         let mut skeleton: Vec<PathBuf> = Vec::new();
         for m in &self.mounts {
             for a in m.path.ancestors() {
-                if !used.insert(a) {
+                if !used.insert(a.as_os_str()) {
                     break;
                 }
                 if a != m.path && !covered(a) {
@@ -444,7 +502,7 @@ impl MountPlan {
                 }
             }
         }
-        let used = |p: &Path| used.contains(p);
+        let used = |p: &Path| used.contains(p.as_os_str());
         let mut stubs = Vec::new();
         for dir in &skeleton {
             let Ok(read) = std::fs::read_dir(dir) else {
@@ -584,15 +642,19 @@ impl MountPlan {
 /// `/usr/bin` inside a read-only `/usr`, or `~/.bashrc` read-only inside a read-only home): drop it.
 /// A mask or a different kind in between keeps it.
 fn drop_redundant_binds(entries: &mut Vec<PlannedMount>) {
-    let by_path: std::collections::HashMap<PathBuf, MountOp> = entries
+    let by_path: std::collections::HashMap<OsString, MountOp> = entries
         .iter()
-        .map(|e| (e.path.clone(), e.op.clone()))
+        .map(|e| (e.path.as_os_str().to_os_string(), e.op.clone()))
         .collect();
     entries.retain(|e| {
         let MountOp::Bind { write, .. } = e.op else {
             return true;
         };
-        let enclosing = e.path.ancestors().skip(1).find_map(|a| by_path.get(a));
+        let enclosing = e
+            .path
+            .ancestors()
+            .skip(1)
+            .find_map(|a| by_path.get(a.as_os_str()));
         !matches!(enclosing, Some(MountOp::Bind { write: w, .. }) if *w == write)
     });
 }
@@ -859,5 +921,36 @@ mod tests {
             plan.landlock, landlock_before,
             "a snapshot is read as the bind was"
         );
+
+        // A directory of nothing but snapshots: one rule for it instead of one per file.
+        std::fs::create_dir_all(root.join("in/deeper")).unwrap();
+        std::fs::write(root.join("in/deeper/f.md"), "text").unwrap();
+        let toml = "[profile.p]\nfs.read = [\"in/a.md\", \"in/b.md\", \"in/deeper/f.md\"]\n";
+        let mut plan = plan_with(&root, toml, Siblings::SymlinksOnly);
+        let all = [&root.join("in/a.md"), &root.join("in/b.md")];
+        plan.use_snapshots(&all.map(|p| (p.as_path(), 4)));
+        let rules: Vec<&Path> = plan.landlock.iter().map(|(p, _)| p.as_path()).collect();
+        assert!(
+            !rules.contains(&root.join("in").as_path()),
+            "in/ also holds a directory: per-file rules"
+        );
+        plan.use_snapshots(&[(&root.join("in/deeper/f.md"), 4)]);
+        let rules: Vec<(&Path, LandlockGrant)> = plan
+            .landlock
+            .iter()
+            .map(|(p, g)| (p.as_path(), *g))
+            .collect();
+        assert!(rules.contains(&(root.join("in/deeper").as_path(), LandlockGrant::Read)));
+        assert!(!rules.iter().any(|(p, _)| *p == root.join("in/deeper/f.md")));
+        assert!(rules.contains(&(root.join("in/a.md").as_path(), LandlockGrant::Read)));
+        assert!(!rules.iter().any(|(p, _)| *p == root.join("in")));
+
+        // With a symlink beside them (a name the reader could otherwise not list) per-file rules stay.
+        std::os::unix::fs::symlink("a.md", root.join("in/deeper/link")).unwrap();
+        let mut plan = plan_with(&root, toml, Siblings::SymlinksOnly);
+        plan.use_snapshots(&[(&root.join("in/deeper/f.md"), 4)]);
+        let rules: Vec<&Path> = plan.landlock.iter().map(|(p, _)| p.as_path()).collect();
+        assert!(rules.contains(&root.join("in/deeper/f.md").as_path()));
+        assert!(!rules.contains(&root.join("in/deeper").as_path()));
     }
 }

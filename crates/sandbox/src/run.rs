@@ -72,10 +72,9 @@ pub struct SandboxBuilder {
     stdio: Stdio,
     stdin_null: bool,
     siblings: Siblings,
-    snapshots: HashMap<PathBuf, SnapshotBytes>,
 }
 
-/// The bytes of a [`SandboxBuilder::snapshot`], shared with the child (printed by size only).
+/// The bytes of a [`Sandbox::snapshot_files`], shared with the child (printed by size only).
 #[derive(Clone)]
 struct SnapshotBytes(Arc<[u8]>);
 
@@ -107,7 +106,6 @@ impl SandboxBuilder {
             stdio: Stdio::Inherit,
             stdin_null: false,
             siblings: Siblings::Stubs,
-            snapshots: HashMap::new(),
         }
     }
 
@@ -150,17 +148,6 @@ impl SandboxBuilder {
     /// What the private root shows of ungranted entries beside granted ones (default: stubs).
     pub fn siblings(mut self, siblings: Siblings) -> Self {
         self.siblings = siblings;
-        self
-    }
-
-    /// Shows the program `bytes` as the file at `path` (canonical, granted read-only by the policy) instead
-    /// of the host's file there: the caller knows exactly what the program reads (no change on disk after
-    /// the caller read it reaches the program), and the private root needs no mount for it. The file is
-    /// read-only, mode 0444. Where the plan cannot hold a snapshot (the file lies inside a directory grant,
-    /// or is writable: see [`MountPlan::use_snapshots`]) the host's file is bound as usual; the plan says
-    /// which.
-    pub fn snapshot(mut self, path: impl Into<PathBuf>, bytes: Arc<[u8]>) -> Self {
-        self.snapshots.insert(path.into(), SnapshotBytes(bytes));
         self
     }
 
@@ -275,15 +262,7 @@ impl SandboxBuilder {
             });
         }
 
-        let mut plan = MountPlan::new(policy, &temp_dir, limits.memory, self.siblings)?;
-        if !self.snapshots.is_empty() {
-            let sizes: Vec<(&Path, u64)> = self
-                .snapshots
-                .iter()
-                .map(|(path, bytes)| (path.as_path(), bytes.0.len() as u64))
-                .collect();
-            plan.use_snapshots(&sizes);
-        }
+        let plan = MountPlan::new(policy, &temp_dir, limits.memory, self.siblings)?;
         // The working directory must exist inside: granted, or a directory on the way to something granted
         // (e.g. the project root of a policy that grants only `src/**/*.ts`).
         if !plan.has_directory(cwd_c.as_path()) {
@@ -310,7 +289,7 @@ impl SandboxBuilder {
             landlock_hard: !self.best_effort,
             stdio: self.stdio,
             stdin_null: self.stdin_null,
-            snapshots: self.snapshots,
+            snapshots: HashMap::new(),
             warnings,
         })
     }
@@ -377,7 +356,8 @@ pub struct Sandbox {
     landlock_hard: bool,
     stdio: Stdio,
     stdin_null: bool,
-    snapshots: HashMap<PathBuf, SnapshotBytes>,
+    /// By the bytes of their canonical paths.
+    snapshots: HashMap<OsString, SnapshotBytes>,
     warnings: Vec<String>,
 }
 
@@ -388,6 +368,36 @@ fn cstring(bytes: impl Into<Vec<u8>>) -> Result<CString, SandboxError> {
 }
 
 impl Sandbox {
+    /// Shows the program each file's `bytes` instead of the host's file at that path (canonical, granted
+    /// read-only by the policy): the caller knows exactly what the program reads (no change on disk after
+    /// the caller read it reaches the program), and the private root needs no mount for it. Each is a
+    /// read-only file, mode 0444, in the sandbox's own root. Where the plan cannot hold a snapshot (the
+    /// file lies inside a directory grant, or is writable: see [`MountPlan::use_snapshots`]) the host's
+    /// file stays bound. Returns the paths that became snapshots; the plan shows them.
+    pub fn snapshot_files(
+        &mut self,
+        files: impl IntoIterator<Item = (PathBuf, Arc<[u8]>)>,
+    ) -> Vec<PathBuf> {
+        let files: HashMap<OsString, Arc<[u8]>> = files
+            .into_iter()
+            .map(|(path, bytes)| (path.into_os_string(), bytes))
+            .collect();
+        let sizes: Vec<(&Path, u64)> = files
+            .iter()
+            .map(|(path, bytes)| (Path::new(path), bytes.len() as u64))
+            .collect();
+        let replaced = self.plan.use_snapshots(&sizes);
+        for path in &replaced {
+            if let Some(bytes) = files.get(path.as_os_str()) {
+                self.snapshots.insert(
+                    path.as_os_str().to_os_string(),
+                    SnapshotBytes(bytes.clone()),
+                );
+            }
+        }
+        replaced
+    }
+
     /// The computed private root.
     pub fn plan(&self) -> &MountPlan {
         &self.plan
@@ -429,20 +439,22 @@ impl Sandbox {
         // Directories of the empty root to create before each mount: each once, and none where the
         // nearest enclosing mount is a directory bind (those exist already, on the host). Beneath a mask
         // (an empty tmpfs) they must be made, for a deeper grant to have a mount point.
-        let mut made: std::collections::HashSet<PathBuf> = std::collections::HashSet::new();
-        let mut mounted: Vec<(&Path, bool)> = Vec::new();
+        let mut made: std::collections::HashSet<OsString> = std::collections::HashSet::new();
+        // Directory mounts made so far (parents come first): visible (a bind) or not (a mask).
+        let mut mounted: HashMap<&OsStr, bool> = HashMap::new();
         for m in &self.plan.mounts {
             let dst = cstring(under("/newroot", &m.path).into_vec())?;
             let mut parents = Vec::new();
             let mut acc = PathBuf::from("/");
+            // The nearest enclosing directory mount, found while walking down.
+            let mut nearest = mounted.get(OsStr::new("/")).copied();
             let comps: Vec<_> = m.path.components().skip(1).collect();
             for c in comps.iter().take(comps.len().saturating_sub(1)) {
                 acc.push(c);
-                let nearest = mounted
-                    .iter()
-                    .filter(|(b, _)| acc.starts_with(b))
-                    .max_by_key(|(b, _)| b.as_os_str().len());
-                if nearest.is_some_and(|(_, visible)| *visible) || !made.insert(acc.clone()) {
+                if let Some(visible) = mounted.get(acc.as_os_str()) {
+                    nearest = Some(*visible);
+                }
+                if nearest == Some(true) || !made.insert(acc.as_os_str().to_os_string()) {
                     continue;
                 }
                 // Inside a mask a directory only carries a deeper grant: searchable, not listable.
@@ -450,8 +462,12 @@ impl Sandbox {
                 parents.push((cstring(under("/newroot", &acc).into_vec())?, mode));
             }
             match m.op {
-                MountOp::Bind { dir: true, .. } => mounted.push((&m.path, true)),
-                MountOp::MaskDir => mounted.push((&m.path, false)),
+                MountOp::Bind { dir: true, .. } => {
+                    mounted.insert(m.path.as_os_str(), true);
+                }
+                MountOp::MaskDir => {
+                    mounted.insert(m.path.as_os_str(), false);
+                }
                 _ => {}
             }
             mkdirs.push(parents);
@@ -507,7 +523,7 @@ impl Sandbox {
                     dst,
                     bytes: self
                         .snapshots
-                        .get(&m.path)
+                        .get(m.path.as_os_str())
                         .map(|b| b.0.clone())
                         .ok_or_else(|| SandboxError::Policy {
                             message: format!(

@@ -252,7 +252,8 @@ e=$(try cat "$1" | head -c 8)
 f=$(test -e {unlisted} && echo SEEN || echo ABSENT)
 g=$(echo x >> "$1" 2>/dev/null && echo WROTE || echo FAILED)
 h=$(stat -c %a "$1"); i=$(grep -c " $1 " /proc/self/mountinfo)
-printf '["secret:%s","notes:%s","unlisted:%s","write:%s","input:%s","neighbour:%s","input-write:%s","input-mode:%s","input-mounts:%s"]' "$a" "$b" "$c" "$d" "$e" "$f" "$g" "$h" "$i""#,
+j=$(ls -A "$(dirname "$1")" | tr '\n' ' ')
+printf '["secret:%s","notes:%s","unlisted:%s","write:%s","input:%s","neighbour:%s","input-write:%s","input-mode:%s","input-mounts:%s","listing:%s"]' "$a" "$b" "$c" "$d" "$e" "$f" "$g" "$h" "$i" "$j""#,
                 secret = d.path("home/.claude/skills/CORE/USER/secret.txt").display(),
                 notes = d.path("home/notes.txt").display(),
                 unlisted = d.path("other/not-listed.txt").display(),
@@ -275,7 +276,9 @@ printf '["secret:%s","notes:%s","unlisted:%s","write:%s","input:%s","neighbour:%
              "\"neighbour:ABSENT\"",
              // The input is a read-only snapshot (mode 444, the host's is 644) of the bytes the gate
              // read, in the sandbox's own root: no mount of the host's file.
-             "\"input-write:FAILED\"", "\"input-mode:444\"", "\"input-mounts:0\""]
+             "\"input-write:FAILED\"", "\"input-mode:444\"", "\"input-mounts:0\"",
+             // Its directory lists the inputs alone (one Landlock rule covers a directory of snapshots).
+             "\"listing:PROJECT.yaml \""]
         );
         assert_eq!(std::fs::metadata(&input).unwrap().permissions().mode() & 0o777, 0o644);
         assert!(!d.path("home/pwned").exists());
