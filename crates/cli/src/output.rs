@@ -15,13 +15,8 @@ pub(crate) fn out(text: &str) {
 /// Writes `value` as one line of JSON, straight into stdout's buffer: a result can be megabytes, and
 /// building it as one string first would cost a copy and the page faults of a second buffer.
 pub(crate) fn json(value: &impl serde::Serialize) {
-    json_with(|out| serde_json::to_writer(out, value));
-}
-
-/// [`json`] with the JSON written by `write` (a type that knows a faster way to write itself).
-pub(crate) fn json_with(write: impl FnOnce(&mut dyn std::io::Write) -> serde_json::Result<()>) {
     let mut stdout = std::io::BufWriter::with_capacity(64 * 1024, std::io::stdout().lock());
-    let written = write(&mut stdout)
+    let written = serde_json::to_writer(&mut stdout, value)
         .map_err(std::io::Error::from)
         .and_then(|()| stdout.write_all(b"\n"))
         .and_then(|()| stdout.flush());

@@ -39,7 +39,7 @@ pub(crate) fn quarantine(args: QuarantineArgs, audit: &AuditLog) -> anyhow::Resu
     };
     match stockade_quarantine::run(&args.files, &config) {
         Ok(result) => {
-            output::json_with(|out| result.write_json(out));
+            output::json(&result);
             let status = if result.success {
                 ExitStatus::Success
             } else {

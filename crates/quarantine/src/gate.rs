@@ -67,74 +67,6 @@ pub struct TypedReference {
     pub source: Source,
 }
 
-/// The references that passed the gate: a list of [`TypedReference`] (it dereferences to one, and
-/// serialises as one). When the streaming gate rendered each reference as JSON as it passed, on the
-/// supervisor's core while the reader still worked, that rendering is kept for
-/// [`crate::QuarantineResult::write_json`], so writing a result of thousands of references is a copy, not
-/// a serialisation. Any change to the list drops it.
-#[derive(Debug, Clone, Default)]
-pub struct References {
-    list: Vec<TypedReference>,
-    /// `list`, element for element, as JSON.
-    rendered: Option<Vec<Box<serde_json::value::RawValue>>>,
-}
-
-impl References {
-    pub(crate) fn rendered(
-        list: Vec<TypedReference>,
-        rendered: Vec<Box<serde_json::value::RawValue>>,
-    ) -> Self {
-        let rendered = (rendered.len() == list.len()).then_some(rendered);
-        References { list, rendered }
-    }
-
-    /// Each reference as JSON, if rendered as it passed (see the type's documentation).
-    pub fn as_rendered(&self) -> Option<&[Box<serde_json::value::RawValue>]> {
-        self.rendered.as_deref()
-    }
-
-    /// The list.
-    pub fn into_vec(self) -> Vec<TypedReference> {
-        self.list
-    }
-}
-
-impl From<Vec<TypedReference>> for References {
-    fn from(list: Vec<TypedReference>) -> Self {
-        References {
-            list,
-            rendered: None,
-        }
-    }
-}
-
-impl std::ops::Deref for References {
-    type Target = Vec<TypedReference>;
-
-    fn deref(&self) -> &Self::Target {
-        &self.list
-    }
-}
-
-impl std::ops::DerefMut for References {
-    fn deref_mut(&mut self) -> &mut Self::Target {
-        self.rendered = None;
-        &mut self.list
-    }
-}
-
-impl PartialEq for References {
-    fn eq(&self, other: &Self) -> bool {
-        self.list == other.list
-    }
-}
-
-impl Serialize for References {
-    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        self.list.serialize(serializer)
-    }
-}
-
 /// A [`TypedReference`] as it stands in a reader's output, its strings borrowed where they hold no
 /// escapes. Exactly as strict: the same fields, the same kinds, nothing unknown; and its refusals read as
 /// [`TypedReference`]'s do ("expected struct TypedReference").
@@ -396,7 +328,7 @@ impl SourceSet {
     pub(crate) fn gate_borrowed(
         &self,
         index: usize,
-        raw: &str,
+        raw: &[u8],
         reference: BorrowedReference<'_>,
         hint: Option<usize>,
     ) -> (Result<TypedReference, Rejected>, Option<usize>) {
@@ -426,9 +358,10 @@ impl SourceSet {
                 (Ok(accepted), Some(file))
             }
             Err(reason) => (
+                // The parser has checked the element is UTF-8; it is only looked at when refused.
                 Err(Rejected {
                     index,
-                    reference: shown(raw),
+                    reference: shown(&String::from_utf8_lossy(raw)),
                     reason,
                 }),
                 hint,
@@ -463,7 +396,10 @@ impl SourceSet {
         raw: &serde_json::value::RawValue,
     ) -> Result<TypedReference, Rejected> {
         match serde_json::from_str::<BorrowedReference>(raw.get()) {
-            Ok(reference) => self.gate_borrowed(index, raw.get(), reference, None).0,
+            Ok(reference) => {
+                self.gate_borrowed(index, raw.get().as_bytes(), reference, None)
+                    .0
+            }
             Err(e) => Err(Rejected {
                 index,
                 reference: shown(raw.get()),

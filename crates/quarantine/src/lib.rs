@@ -18,8 +18,8 @@ mod stream;
 
 pub use error::QuarantineError;
 pub use gate::{
-    MAX_QUOTE_BYTES, MAX_SOURCE_BYTES, MAX_VALUE_BYTES, ReferenceKind, References, Rejected,
-    Source, SourceSet, TypedReference, reference_schema,
+    MAX_QUOTE_BYTES, MAX_SOURCE_BYTES, MAX_VALUE_BYTES, ReferenceKind, Rejected, Source, SourceSet,
+    TypedReference, reference_schema,
 };
 pub use profile::{CrossProjectProfile, profile_schema};
 pub use runner::{

@@ -21,7 +21,7 @@ use stockade_policy::{LimitsOverride, NetMode, PathResolver, PolicyBuilder, Vari
 use stockade_sandbox::{SandboxBuilder, Siblings, Stdio, StopReason};
 
 use crate::error::QuarantineError;
-use crate::gate::{References, Rejected, SourceSet, TypedReference};
+use crate::gate::{Rejected, SourceSet, TypedReference};
 use crate::profile::CrossProjectProfile;
 use crate::stream::StreamingGate;
 
@@ -99,8 +99,7 @@ pub struct QuarantineResult {
     /// The reader ran, exited 0 and printed a JSON array (some references may still be rejected).
     pub success: bool,
     /// References that passed the provenance gate.
-    #[schemars(with = "Vec<TypedReference>")]
-    pub references: References,
+    pub references: Vec<TypedReference>,
     /// Everything that went wrong, one sentence each (run errors first, then each rejected reference).
     pub errors: Vec<String>,
     /// References the gate refused, with reasons.
@@ -111,40 +110,6 @@ pub struct QuarantineResult {
     pub files_processed: usize,
     /// The reader's exit code; `null` when it had none (killed by a signal or the timeout).
     pub exit_code: Option<i32>,
-}
-
-impl QuarantineResult {
-    /// Writes the result as one line of JSON: the same bytes as serialising it with `serde_json`, but
-    /// references the streaming gate already rendered are copied, not serialised again.
-    pub fn write_json(&self, writer: impl std::io::Write) -> serde_json::Result<()> {
-        /// [`QuarantineResult`] with its references as rendered (the test checks it stays the same shape).
-        #[derive(Serialize)]
-        #[serde(rename_all = "camelCase")]
-        struct Rendered<'a> {
-            success: bool,
-            references: &'a [Box<serde_json::value::RawValue>],
-            errors: &'a [String],
-            rejected: &'a [Rejected],
-            duration_ms: u64,
-            files_processed: usize,
-            exit_code: Option<i32>,
-        }
-        match self.references.as_rendered() {
-            Some(references) => serde_json::to_writer(
-                writer,
-                &Rendered {
-                    success: self.success,
-                    references,
-                    errors: &self.errors,
-                    rejected: &self.rejected,
-                    duration_ms: self.duration_ms,
-                    files_processed: self.files_processed,
-                    exit_code: self.exit_code,
-                },
-            ),
-            None => serde_json::to_writer(writer, self),
-        }
-    }
 }
 
 /// A command line.
@@ -234,7 +199,7 @@ pub fn run(
     };
     let mut result = QuarantineResult {
         success: true,
-        references: References::default(),
+        references: Vec::new(),
         errors: Vec::new(),
         rejected: Vec::new(),
         duration_ms: 0,
@@ -427,10 +392,7 @@ pub fn run(
         let streamed = streaming.and_then(|gate| gate.finish(&outcome.stdout));
         let judged = match streamed {
             Some(judged) => Ok(judged),
-            None => parse_output(&outcome.stdout, &reader).map(|output| {
-                let (valid, rejected) = sources.validate(output);
-                (References::from(valid), rejected)
-            }),
+            None => parse_output(&outcome.stdout, &reader).map(|output| sources.validate(output)),
         };
         match judged {
             Ok((valid, rejected)) => {

@@ -8,7 +8,7 @@
 
 use serde_json::value::RawValue;
 
-use crate::gate::{BorrowedReference, References, Rejected, SourceSet, TypedReference};
+use crate::gate::{BorrowedReference, Rejected, SourceSet, TypedReference};
 
 /// Where the stream is in the array's grammar.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -39,8 +39,6 @@ pub struct StreamingGate<'a> {
     /// quadratic.
     retry_at: usize,
     valid: Vec<TypedReference>,
-    /// Each of `valid` as JSON, rendered while the reader works (dropped if one cannot be).
-    rendered: Vec<Box<RawValue>>,
     rejected: Vec<Rejected>,
     /// The file the last reference named.
     last_file: Option<usize>,
@@ -55,7 +53,6 @@ impl<'a> StreamingGate<'a> {
             offset: 0,
             retry_at: 0,
             valid: Vec::new(),
-            rendered: Vec::new(),
             rejected: Vec::new(),
             last_file: None,
         }
@@ -70,14 +67,9 @@ impl<'a> StreamingGate<'a> {
 
     /// The gate's answer for the whole `output`, or `None` when it was not a clean JSON array and must be
     /// judged whole ([`crate::parse_output`], then [`SourceSet::validate`]).
-    pub fn finish(mut self, output: &[u8]) -> Option<(References, Vec<Rejected>)> {
+    pub fn finish(mut self, output: &[u8]) -> Option<(Vec<TypedReference>, Vec<Rejected>)> {
         self.advance(output, true);
-        (self.state == State::Closed).then(|| {
-            (
-                References::rendered(self.valid, self.rendered),
-                self.rejected,
-            )
-        })
+        (self.state == State::Closed).then_some((self.valid, self.rejected))
     }
 
     fn advance(&mut self, output: &[u8], complete: bool) {
@@ -120,8 +112,7 @@ impl<'a> StreamingGate<'a> {
             serde_json::Deserializer::from_slice(rest).into_iter::<BorrowedReference>();
         let (len, judged) = if let Some(Ok(reference)) = references.next() {
             let len = references.byte_offset();
-            // The parser checked the bytes it borrowed from are UTF-8.
-            let raw = std::str::from_utf8(&rest[..len]).unwrap_or_default();
+            let raw = rest.get(..len).unwrap_or_default();
             let (judged, file) = self
                 .sources
                 .gate_borrowed(index, raw, reference, self.last_file);
@@ -150,13 +141,7 @@ impl<'a> StreamingGate<'a> {
             return false;
         }
         match judged {
-            Ok(reference) => {
-                // Serialising a reference cannot fail; if it ever did, the list is written the slow way.
-                if let Ok(json) = serde_json::value::to_raw_value(&reference) {
-                    self.rendered.push(json);
-                }
-                self.valid.push(reference);
-            }
+            Ok(reference) => self.valid.push(reference),
             Err(rejected) => self.rejected.push(rejected),
         }
         self.offset = end;
