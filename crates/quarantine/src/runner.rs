@@ -6,9 +6,9 @@
 //! denied paths and the usual secrets denied; writes only to its private temp dir; no network unless the
 //! profile allows `WebFetch`; nothing of what lies beside the inputs (their neighbours' names do not exist
 //! inside). Each input is a read-only snapshot of the bytes the gate checks, at the input's own path in the
-//! sandbox's root (`SandboxBuilder::snapshot`), so the reader and the gate read the same text. The profile's tool lists are handed to readers that understand them (Claude Code); the kernel
-//! enforces the file and network rules whatever the reader does. The output is gated as it arrives
-//! ([`crate::StreamingGate`]).
+//! sandbox's root (`Sandbox::snapshot_files`), so the reader and the gate read the same text. The profile's
+//! tool lists are handed to readers that understand them (Claude Code); the kernel enforces the file and
+//! network rules whatever the reader does. The output is gated as it arrives ([`crate::StreamingGate`]).
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

@@ -57,7 +57,7 @@ pub enum MountOp {
         target: PathBuf,
     },
     /// A read-only file created in the empty root holding bytes the caller read from the host file
-    /// beforehand ([`crate::SandboxBuilder::snapshot`]), in place of a bind of the file: the program sees
+    /// beforehand ([`crate::Sandbox::snapshot_files`]), in place of a bind of the file: the program sees
     /// exactly those bytes, and a mount is saved.
     Snapshot {
         /// Its size.
