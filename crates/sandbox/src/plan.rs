@@ -4,7 +4,9 @@
 //! canonical path, read-only or read-write as the policy decides; everything else is simply absent. Inside
 //! those trees, `deny` targets are masked by empty read-only mounts and `read-only` targets are re-bound
 //! read-only (Landlock cannot take rights away inside a writable tree). The order is by depth, so a deeper
-//! rule is applied after, and on top of, a shallower one, which is the policy's "deepest decides".
+//! rule is applied after, and on top of, a shallower one, which is the policy's "deepest decides". A
+//! caller that has read a granted file itself may have it written into the root as a read-only snapshot
+//! instead of bound ([`MountPlan::use_snapshots`]).
 
 use std::ffi::{OsStr, OsString};
 use std::os::unix::ffi::OsStrExt;
