@@ -571,15 +571,20 @@ fn check_contradictions(scopes: &[Scope]) -> Result<(), PolicyError> {
 struct Source {
     origin: Option<PathBuf>,
     file: PolicyFile,
-    /// Offset of every `\n` in `text`: each rule's line is looked up, not counted from the start (a
+    /// Offset of every `\n` in the text: each rule's line is looked up, not counted from the start (a
     /// policy listing hundreds of paths would otherwise be scanned hundreds of times).
     newlines: Vec<usize>,
 }
 
 impl Source {
     fn parse(text: String, origin: Option<PathBuf>) -> Result<Self, PolicyError> {
+        let newlines: Vec<usize> = text
+            .bytes()
+            .enumerate()
+            .filter_map(|(i, b)| (b == b'\n').then_some(i))
+            .collect();
         let file: PolicyFile = toml::from_str(&text).map_err(|e| {
-            let line = e.span().map(|s| line_of(&text, s.start)).unwrap_or(1);
+            let line = e.span().map_or(1, |s| line_at(&newlines, s.start));
             let name = origin
                 .as_ref()
                 .map(|p| p.display().to_string())
@@ -589,11 +594,6 @@ impl Source {
                 message: e.message().trim().to_string(),
             }
         })?;
-        let newlines = text
-            .bytes()
-            .enumerate()
-            .filter_map(|(i, b)| (b == b'\n').then_some(i))
-            .collect();
         Ok(Source {
             origin,
             file,
@@ -602,8 +602,7 @@ impl Source {
     }
 
     fn line_of<T>(&self, item: &Spanned<T>) -> usize {
-        let offset = item.span().start;
-        self.newlines.partition_point(|&n| n < offset) + 1
+        line_at(&self.newlines, item.span().start)
     }
 
     fn location(&self, profile: &str, line: usize, builtin: bool) -> String {
@@ -621,11 +620,9 @@ impl Source {
     }
 }
 
-fn line_of(text: &str, offset: usize) -> usize {
-    text.as_bytes()
-        .get(..offset)
-        .map(|b| b.iter().filter(|c| **c == b'\n').count() + 1)
-        .unwrap_or(1)
+/// The 1-based line holding byte `offset`, given the offset of every `\n`.
+fn line_at(newlines: &[usize], offset: usize) -> usize {
+    newlines.partition_point(|&n| n < offset) + 1
 }
 
 /// Whether resolving `name` reaches a built-in profile (a name the file lacks, or a profile extending its

@@ -261,13 +261,7 @@ fn denials_explain_rule_and_fix() {
 
     // The rule's line, wherever in a list it stands.
     fx.mkdir("c");
-    let policy = PolicyBuilder::new(fx.vars())
-        .policy_text(
-            "[profile.p]\n\nfs.read = [\"a\",\n  \"b\"]\nfs.deny = [\n\"c\"]\n",
-            fx.root.join("p.toml"),
-        )
-        .build()
-        .unwrap();
+    let policy = fx.policy("[profile.p]\n\nfs.read = [\"a\",\n  \"b\"]\nfs.deny = [\n\"c\"]\n");
     let c = CanonicalPath::resolve(&fx.root.join("c/x")).unwrap();
     let denial = policy
         .denial(&c, Access::Read, policy.decide(&c, Access::Read))
