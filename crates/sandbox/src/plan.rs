@@ -401,36 +401,47 @@ impl MountPlan {
             .iter()
             .map(|(path, size)| (path.as_os_str(), *size))
             .collect();
-        let enclosing: std::collections::HashSet<OsString> = self
+        let enclosing = self.mount_points();
+        let replacing: Vec<(usize, u64)> = self
             .mounts
             .iter()
-            .filter(|m| !matches!(m.op, MountOp::Symlink { .. } | MountOp::Stub { .. }))
-            .map(|m| m.path.as_os_str().to_os_string())
+            .enumerate()
+            .filter_map(|(i, m)| match (&m.op, sizes.get(m.path.as_os_str())) {
+                (
+                    MountOp::Bind {
+                        write: false,
+                        dir: false,
+                    },
+                    Some(&bytes),
+                ) => Some((i, bytes)),
+                _ => None,
+            })
+            .filter(|&(i, _)| {
+                !self.mounts[i]
+                    .path
+                    .ancestors()
+                    .skip(1)
+                    .any(|a| enclosing.contains(a.as_os_str()))
+            })
             .collect();
-        let mut replaced = Vec::new();
-        for m in &mut self.mounts {
-            let (
-                MountOp::Bind {
-                    write: false,
-                    dir: false,
-                },
-                Some(&bytes),
-            ) = (&m.op, sizes.get(m.path.as_os_str()))
-            else {
-                continue;
-            };
-            if m.path
-                .ancestors()
-                .skip(1)
-                .any(|a| enclosing.contains(a.as_os_str()))
-            {
-                continue;
-            }
+        let mut replaced = Vec::with_capacity(replacing.len());
+        for (i, bytes) in replacing {
+            let m = &mut self.mounts[i];
             m.op = MountOp::Snapshot { bytes };
             replaced.push(m.path.clone());
         }
         self.group_snapshot_rules();
         replaced
+    }
+
+    /// The paths of the entries that hold what lies beneath them: every mount but symlinks and stubs.
+    /// Keyed by bytes: the paths are canonical, and hashing a `Path` goes component by component.
+    fn mount_points(&self) -> std::collections::HashSet<&OsStr> {
+        self.mounts
+            .iter()
+            .filter(|m| !matches!(m.op, MountOp::Symlink { .. } | MountOp::Stub { .. }))
+            .map(|m| m.path.as_os_str())
+            .collect()
     }
 
     /// One Landlock rule for a directory of the empty root that holds nothing but snapshots, in place of
@@ -483,13 +494,7 @@ impl MountPlan {
         /// Entries mirrored per directory; the rest simply do not exist inside (ENOENT instead of EACCES).
         const MAX_STUBS_PER_DIR: usize = 4096;
         // Hash sets instead of pairwise `starts_with`: this runs on every launch.
-        // Keyed by bytes: the paths are canonical, and hashing a `Path` goes component by component.
-        let binds: std::collections::HashSet<&OsStr> = self
-            .mounts
-            .iter()
-            .filter(|m| !matches!(m.op, MountOp::Symlink { .. } | MountOp::Stub { .. }))
-            .map(|m| m.path.as_os_str())
-            .collect();
+        let binds = self.mount_points();
         let covered = |p: &Path| p.ancestors().any(|a| binds.contains(a.as_os_str()));
         // Every mount path and all its ancestors: the directories of the empty root and what they hold.
         let mut used: std::collections::HashSet<&OsStr> = std::collections::HashSet::new();
@@ -760,18 +765,26 @@ mod tests {
         MountPlan::new(&policy, Path::new("/tmp/stockade-test"), None, siblings).unwrap()
     }
 
+    /// A temporary directory (canonical) holding `dirs` and empty `files`.
+    fn tree(dirs: &[&str], files: &[&str]) -> (tempfile::TempDir, PathBuf) {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path().canonicalize().unwrap();
+        for d in dirs {
+            std::fs::create_dir_all(root.join(d)).unwrap();
+        }
+        for f in files {
+            std::fs::write(root.join(f), "").unwrap();
+        }
+        (tmp, root)
+    }
+
     fn op_at<'a>(plan: &'a MountPlan, p: &Path) -> Option<&'a MountOp> {
         plan.mounts.iter().find(|m| m.path == p).map(|m| &m.op)
     }
 
     #[test]
     fn binds_masks_and_protects_in_depth_order() {
-        let tmp = tempfile::tempdir().unwrap();
-        let root = tmp.path().canonicalize().unwrap();
-        for d in ["w/.git/hooks", "w/secret", "r/sub"] {
-            std::fs::create_dir_all(root.join(d)).unwrap();
-        }
-        std::fs::write(root.join("w/.env"), "x").unwrap();
+        let (_tmp, root) = tree(&["w/.git/hooks", "w/secret", "r/sub"], &["w/.env"]);
         let plan = plan_for(
             &root,
             "[profile.p]\nfs.write = [\"w\"]\nfs.read = [\"r\", \"r/sub\"]\nfs.read-only = [\"w/.git/hooks\", \"w/.claude/\"]\nfs.deny = [\"w/secret\", \"**/.env\", \"r/nothing\"]\n",
@@ -821,11 +834,7 @@ mod tests {
 
     #[test]
     fn glob_grants_bind_matches_only() {
-        let tmp = tempfile::tempdir().unwrap();
-        let root = tmp.path().canonicalize().unwrap();
-        std::fs::create_dir_all(root.join("src/a")).unwrap();
-        std::fs::write(root.join("src/a/x.ts"), "").unwrap();
-        std::fs::write(root.join("src/a/y.js"), "").unwrap();
+        let (_tmp, root) = tree(&["src/a"], &["src/a/x.ts", "src/a/y.js"]);
         let plan = plan_for(&root, "[profile.p]\nfs.read = [\"src/**/*.ts\"]\n");
         assert_eq!(
             op_at(&plan, &root.join("src/a/x.ts")),
@@ -844,11 +853,7 @@ mod tests {
 
     #[test]
     fn hidden_siblings_leave_only_symlinks_beside_grants() {
-        let tmp = tempfile::tempdir().unwrap();
-        let root = tmp.path().canonicalize().unwrap();
-        std::fs::create_dir_all(root.join("in/other")).unwrap();
-        std::fs::write(root.join("in/input.md"), "").unwrap();
-        std::fs::write(root.join("in/neighbour.md"), "").unwrap();
+        let (_tmp, root) = tree(&["in/other"], &["in/input.md", "in/neighbour.md"]);
         std::os::unix::fs::symlink("input.md", root.join("in/link")).unwrap();
         let toml = "[profile.p]\nfs.read = [\"in/input.md\"]\n";
         let shown = plan_for(&root, toml);
@@ -878,14 +883,10 @@ mod tests {
 
     #[test]
     fn snapshots_replace_only_read_only_file_binds_in_the_empty_root() {
-        let tmp = tempfile::tempdir().unwrap();
-        let root = tmp.path().canonicalize().unwrap();
-        for d in ["in", "tree", "w"] {
-            std::fs::create_dir_all(root.join(d)).unwrap();
-        }
-        for f in ["in/a.md", "in/b.md", "tree/c.md", "w/d.md", "w/e.md"] {
-            std::fs::write(root.join(f), "text").unwrap();
-        }
+        let (_tmp, root) = tree(
+            &["in", "tree", "w"],
+            &["in/a.md", "in/b.md", "tree/c.md", "w/d.md", "w/e.md"],
+        );
         let mut plan = plan_with(
             &root,
             "[profile.p]\nfs.read = [\"in/a.md\", \"in/b.md\", \"tree\", \"tree/c.md\"]\nfs.write = [\"w\"]\nfs.read-only = [\"w/e.md\"]\n",
