@@ -32,10 +32,10 @@
 //!    its own path, read-only unless the policy grants write. What the policy does not grant does not exist
 //!    inside (not even for `stat`, pathname sockets such as `docker.sock`, or `/proc/<pid>/root` of outside
 //!    processes: `/proc` is a fresh one for the new PID namespace). A granted file the caller gave as a
-//!    snapshot is instead a copy of those bytes written into the root, which is then made read-only. `deny` targets inside granted trees are
-//!    covered by empty read-only mounts; `read-only` targets inside writable trees are re-bound read-only,
-//!    and every directory between them and the writable root is made a mount point so it cannot be renamed
-//!    away. `/dev` holds only null, zero, full, random, urandom and tty. The temp dir and `/dev/shm` are
+//!    snapshot is instead a copy of those bytes written into the root, which is then made read-only.
+//!    `deny` targets inside granted trees are covered by empty read-only mounts; `read-only` targets
+//!    inside writable trees are re-bound read-only, and every directory between them and the writable
+//!    root is made a mount point so it cannot be renamed away. `/dev` holds only null, zero, full, random, urandom and tty. The temp dir and `/dev/shm` are
 //!    private tmpfs mounts that vanish with the namespace.
 //! 3. The agent process: signals reset, every descriptor above 2 closed (`close_range`), rlimits set,
 //!    capability bounding set emptied, securebits locked so uid 0 gains nothing on exec, all capabilities
