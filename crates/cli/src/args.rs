@@ -196,6 +196,11 @@ pub(crate) struct HookArgs {
     /// Explain the decision for a human instead of answering Claude Code.
     #[arg(long)]
     pub(crate) explain: bool,
+    /// Answer deny by this time after starting if judging has not finished (slow filesystem, huge
+    /// command): Claude Code lets a call through when a hook outlives its timeout, so this must be shorter
+    /// than the installed timeout (`install` sets both).
+    #[arg(long, value_name = "DURATION", default_value = "5s")]
+    pub(crate) deadline: String,
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -541,6 +546,18 @@ pub(crate) struct PolicyArgs {
     /// ${WORKTREE} for policies that use it.
     #[arg(long, value_name = "DIR")]
     pub(crate) worktree: Option<PathBuf>,
+    /// ${WORKTREE_GITDIR}: the linked worktree's git dir (default, for `run` and `install` only: read from
+    /// WORKTREE/.git at start). The hook never reads that file, which the agent can write: `install` pins
+    /// this value into the command it installs.
+    #[arg(long, value_name = "DIR")]
+    pub(crate) worktree_gitdir: Option<PathBuf>,
+    /// ${HOME} (default: $HOME). `install` pins it, so no later environment changes a decision.
+    #[arg(long, value_name = "DIR")]
+    pub(crate) home: Option<PathBuf>,
+    /// Take every variable from these flags and read nothing the agent can write (WORKTREE/.git). The
+    /// hook always works this way; the commands stockade builds for it (the sandboxed Bash) pass this.
+    #[arg(long)]
+    pub(crate) pinned: bool,
 }
 
 #[derive(Debug, Args)]
@@ -559,6 +576,13 @@ pub(crate) struct RunArgs {
     /// Allow network access (default: none).
     #[arg(long)]
     pub(crate) net: bool,
+    /// Where the program starts (default: ${CWD}, the project); it must be visible under the policy.
+    #[arg(long, value_name = "DIR")]
+    pub(crate) cwd: Option<PathBuf>,
+    /// Hand this process's descriptor N, which must be a pipe, to the program as its descriptor 3 (for it
+    /// to report back, e.g. its final directory: the sandboxed Bash of the hook uses it).
+    #[arg(long, value_name = "N")]
+    pub(crate) pass_fd: Option<i32>,
     /// Time limit (30s, 5m, 1h); exit 124 when reached.
     #[arg(long, value_name = "DURATION")]
     pub(crate) timeout: Option<String>,

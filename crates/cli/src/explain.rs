@@ -14,7 +14,7 @@ pub(crate) fn explain(args: ExplainArgs, json: bool) -> anyhow::Result<ExitStatu
         (None, Some(p)) => (p.clone(), Access::Write),
         _ => bail!("say which access to explain: --read PATH or --write PATH"),
     };
-    let mut vars = policy_args::variables(&args.policy)?;
+    let mut vars = policy_args::variables(&args.policy, true)?;
     vars.set_path("TEMP_DIR", stockade_sandbox::new_temp_dir_path());
     let policy = policy_args::builder(&args.policy, vars.clone()).build()?;
     let cwd = vars.get("CWD").unwrap_or("/").to_string();

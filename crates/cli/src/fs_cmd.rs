@@ -69,7 +69,7 @@ fn policy_for(
     if scoped.project.is_none() {
         scoped.project = Some(std::path::absolute(dir).context("cannot make the root absolute")?);
     }
-    let vars = policy_args::variables(&scoped)?;
+    let vars = policy_args::variables(&scoped, true)?;
     let mut builder = policy_args::builder(&scoped, vars);
     if args.policy.is_none() && args.profile.is_none() {
         // Flags alone: start from nothing, not from workspace-write (which would grant the root write).

@@ -4,13 +4,15 @@
 use std::io::Read;
 use std::panic::AssertUnwindSafe;
 use std::process::ExitCode;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use anyhow::{Context, bail};
 use stockade_audit::{AuditLog, AuditRecord, Layer};
 use stockade_hook::{
     Event, HookInput, Judgement, Rendered, Verdict, judge, render, render_failure,
 };
-use stockade_policy::OnAllow;
+use stockade_policy::{OnAllow, parse_duration};
 
 use crate::args::HookArgs;
 use crate::policy_args;
@@ -29,18 +31,60 @@ pub(crate) fn usage_failure(message: &str) -> ExitCode {
 }
 
 pub(crate) fn claude(args: HookArgs, audit: &AuditLog) -> ExitStatus {
+    // Claude Code lets the call through when a hook outlives its timeout: past the deadline, whatever is
+    // still being judged, the answer is a deny. Whoever answers first (the judgement or the watchdog)
+    // answers alone.
+    let answered = Arc::new(AtomicBool::new(false));
+    match policy_args::flag_value("--deadline", &args.deadline, parse_duration) {
+        Ok(deadline) => {
+            let flag = answered.clone();
+            std::thread::spawn(move || {
+                std::thread::sleep(deadline);
+                if !flag.swap(true, Ordering::SeqCst) {
+                    emit(&render_failure(&format!(
+                        "stockade hook did not finish judging this call within its deadline of {} ms \
+                         (slow filesystem or a huge command); refused rather than let Claude Code's timeout \
+                         allow it",
+                        deadline.as_millis()
+                    )));
+                    exit_now(2);
+                }
+            });
+        }
+        Err(e) => {
+            answered.store(true, Ordering::SeqCst);
+            emit(&render_failure(&format!("stockade hook: {e:#}")));
+            return ExitStatus::External(2);
+        }
+    }
     let outcome = std::panic::catch_unwind(AssertUnwindSafe(|| answer(&args, audit)));
     let rendered = match outcome {
         Ok(Ok(r)) => r,
         Ok(Err(e)) => render_failure(&format!("stockade hook failed closed: {e:#}")),
         Err(_) => render_failure("stockade hook panicked; failing closed"),
     };
+    if answered.swap(true, Ordering::SeqCst) {
+        // The watchdog has answered and is ending the process.
+        loop {
+            std::thread::park();
+        }
+    }
     emit(&rendered);
     if rendered.exit_code == 0 {
         ExitStatus::Success
     } else {
         ExitStatus::External(2)
     }
+}
+
+/// Ends the process at once with `code`, from the deadline's watchdog while the judging thread may be
+/// blocked in a system call.
+#[allow(
+    clippy::exit,
+    reason = "the watchdog must end the process while the main thread is blocked"
+)]
+fn exit_now(code: i32) -> ! {
+    std::process::exit(code)
 }
 
 fn emit(r: &Rendered) {
@@ -63,19 +107,28 @@ fn answer(args: &HookArgs, audit: &AuditLog) -> anyhow::Result<Rendered> {
     }
     let input: HookInput =
         serde_json::from_slice(&raw).context("the hook input is not valid hook JSON")?;
-    // ${CWD} is where Claude Code started the hook (the project), never the input's `cwd`, which follows
-    // the agent's own `cd` and would widen its scope.
-    let vars = policy_args::variables(&args.policy)?;
+    // Every variable comes from the installed command (pinned by `install`), never from the input's `cwd`
+    // (which follows the agent's own `cd`) nor from a file the agent can write (the worktree's `.git`).
+    let vars = policy_args::variables(&args.policy, false)?;
     let project = std::path::PathBuf::from(vars.get("CWD").unwrap_or("/"));
-    let policy = policy_args::builder(&args.policy, vars).build()?;
+    let policy = policy_args::builder(&args.policy, vars.clone()).build()?;
     let judgement = judge(&policy, &input);
-    // hook.bash = "sandbox": the same command, run by `stockade run` with the same policy and project.
-    let updated = match &judgement.sandbox_command {
-        Some(command) => {
-            let run = policy_args::self_command(&["run"], &args.policy, &project)?;
-            Some(format!("{run} -- bash -c {}", policy_args::quote(command)))
+    // Sandboxed Bash: the same command, run by `stockade run` with the same policy and pinned variables;
+    // every other field of the call (description, timeout, run_in_background, ...) is kept, since Claude
+    // Code replaces the input with `updatedInput` rather than merging it.
+    let updated = match (&judgement.sandbox_command, &input.tool_input) {
+        (Some(command), Some(tool_input)) => {
+            let run = policy_args::self_command(&["run"], &args.policy, &vars, &project)?;
+            let mut tool_input = tool_input.clone();
+            if let Some(fields) = tool_input.as_object_mut() {
+                fields.insert(
+                    "command".to_string(),
+                    serde_json::Value::String(sandboxed_bash(&run, command)),
+                );
+            }
+            Some(tool_input)
         }
-        None => None,
+        _ => None,
     };
     let event = input.event();
     record(audit, args.policy.agent.as_deref(), event, &judgement);
@@ -92,7 +145,22 @@ fn answer(args: &HookArgs, audit: &AuditLog) -> anyhow::Result<Rendered> {
         });
     }
     let defer = policy.hook().on_allow == OnAllow::Defer;
-    Ok(render(event, &judgement, defer, updated.as_deref()))
+    Ok(render(event, &judgement, defer, updated.as_ref()))
+}
+
+/// The command Claude Code's shell runs in place of `command`: `run` (a `stockade run` command line)
+/// starts bash on it in the shell's current directory, confined; bash reports its final directory on a
+/// pipe (descriptor 3, the only descriptor the sandbox lets through besides 0-2) when it exits, and the
+/// shell `cd`s there, so a `cd` carries over to the next call as with Claude Code's own Bash tool. Stdout
+/// and stderr go where the shell's go, and the exit status (128+N for a signal) is the command's.
+fn sandboxed_bash(run: &str, command: &str) -> String {
+    let script = format!("trap 'pwd -P >&3 2>/dev/null' EXIT\n{command}");
+    format!(
+        "{{ __stockade_cwd=$({run} --cwd \"$PWD\" --pass-fd 3 -- bash -c {} 3>&1 1>&4 4>&-); \
+         __stockade_status=$?; [ -n \"$__stockade_cwd\" ] && cd -- \"$__stockade_cwd\" 2>/dev/null; \
+         (exit $__stockade_status); }} 4>&1",
+        policy_args::quote(&script)
+    )
 }
 
 /// Refusals, and every PermissionRequest answered, go to the audit log. A log that cannot be written is

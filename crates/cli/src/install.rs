@@ -4,6 +4,7 @@ use std::path::Path;
 
 use anyhow::{Context, bail};
 use serde_json::{Value, json};
+use stockade_policy::Variables;
 
 use crate::args::InstallArgs;
 use crate::policy_args::{absolute, self_command};
@@ -21,12 +22,19 @@ pub(crate) fn claude(args: InstallArgs, json_out: bool) -> anyhow::Result<ExitSt
     };
     // The hook must find the same policy wherever Claude Code runs it: check that it resolves now, and
     // pass every path absolute.
-    let vars = crate::policy_args::variables(&args.policy)?;
-    crate::policy_args::builder(&args.policy, vars)
+    // Every variable is resolved here, once, before the agent runs (the worktree's `.git` included), and
+    // pinned into the installed command: nothing the agent writes later changes a decision.
+    let vars = crate::policy_args::variables(&args.policy, true)?;
+    crate::policy_args::builder(&args.policy, vars.clone())
         .build()
         .context("the policy the hook would use does not resolve")?;
-    // The hook's ${CWD} is where install was run (or --project), not wherever Claude Code starts it.
-    let command = hook_command(&args, &cwd)?;
+    if args.hook_timeout < 2 {
+        bail!(
+            "--hook-timeout {} is too short: the hook needs a second of margin to refuse before Claude Code's timeout lets the call through",
+            args.hook_timeout
+        );
+    }
+    let command = hook_command(&args, &vars, &cwd)?;
 
     let mut doc: Value = match std::fs::read_to_string(&settings) {
         Ok(text) if text.trim().is_empty() => json!({}),
@@ -53,11 +61,15 @@ pub(crate) fn claude(args: InstallArgs, json_out: bool) -> anyhow::Result<ExitSt
     Ok(ExitStatus::Success)
 }
 
-/// `'/abs/stockade' hook claude --project '/abs' --agent 'a1' --policy '/abs/p.toml' ... || exit 2`.
-fn hook_command(args: &InstallArgs, base: &Path) -> anyhow::Result<String> {
+/// `'/abs/stockade' hook claude --pinned --project '/abs' --home ... --deadline 8000ms ... || exit 2`. The
+/// deadline leaves the hook time to refuse before Claude Code's own timeout would let the call through:
+/// the timeout less a fifth, and at least a second less.
+fn hook_command(args: &InstallArgs, vars: &Variables, base: &Path) -> anyhow::Result<String> {
+    let timeout_ms = u64::from(args.hook_timeout) * 1000;
+    let deadline_ms = timeout_ms - (timeout_ms / 5).max(1000);
     Ok(format!(
-        "{} || exit 2",
-        self_command(&["hook", "claude"], &args.policy, base)?
+        "{} --deadline {deadline_ms}ms || exit 2",
+        self_command(&["hook", "claude"], &args.policy, vars, base)?
     ))
 }
 

@@ -9,7 +9,15 @@ use stockade_policy::{PolicyBuilder, ScopeKind, Variables};
 use crate::args::PolicyArgs;
 
 /// The variables every command starts from: CWD, HOME, and the flags that set others.
-pub(crate) fn variables(args: &PolicyArgs) -> anyhow::Result<Variables> {
+///
+/// `WORKTREE/.git` names the worktree's git dir, and the agent can write it: it is read only when
+/// `may_read_agent_files` (a launcher, before the agent runs) and `--worktree-gitdir` and `--pinned` are
+/// absent. The hook and the sandboxed Bash it builds run while the agent does, so they get every value as a
+/// flag, pinned by `install` ([`self_command`]).
+pub(crate) fn variables(
+    args: &PolicyArgs,
+    may_read_agent_files: bool,
+) -> anyhow::Result<Variables> {
     let here = std::env::current_dir().context("cannot read the current directory")?;
     let cwd = args
         .project
@@ -17,22 +25,22 @@ pub(crate) fn variables(args: &PolicyArgs) -> anyhow::Result<Variables> {
         .map_or_else(|| here.clone(), |p| absolute(&here, p));
     let mut vars = Variables::default();
     vars.set_path("CWD", &cwd);
-    let home = std::env::var_os("HOME")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from("/"));
+    let home = match &args.home {
+        Some(h) => absolute(&cwd, h),
+        None => std::env::var_os("HOME")
+            .map(PathBuf::from)
+            .unwrap_or_else(|| PathBuf::from("/")),
+    };
     vars.set_path("HOME", home);
     let mut repo_root = args.repo_root.as_ref().map(|r| absolute(&cwd, r));
     if let Some(w) = &args.worktree {
         let worktree = absolute(&cwd, w);
-        // A linked worktree's `.git` is a file naming its git dir inside the main repository
-        // (`<repo>/.git/worktrees/<name>`), which is where `git commit` writes its index and HEAD.
-        let dot_git = worktree.join(".git");
-        if let Ok(text) = std::fs::read_to_string(&dot_git) {
-            let gitdir = text
-                .lines()
-                .find_map(|l| l.strip_prefix("gitdir:"))
-                .map(|g| absolute(&worktree, Path::new(g.trim())))
-                .with_context(|| format!("'{}' does not name a gitdir", dot_git.display()))?;
+        let gitdir = match &args.worktree_gitdir {
+            Some(g) => Some(absolute(&cwd, g)),
+            None if may_read_agent_files && !args.pinned => read_gitdir(&worktree)?,
+            None => None,
+        };
+        if let Some(gitdir) = gitdir {
             if repo_root.is_none() {
                 // <repo>/.git/worktrees/<name> -> <repo>
                 repo_root = gitdir
@@ -51,12 +59,31 @@ pub(crate) fn variables(args: &PolicyArgs) -> anyhow::Result<Variables> {
     Ok(vars)
 }
 
+/// A linked worktree's `.git` is a file naming its git dir inside the main repository
+/// (`<repo>/.git/worktrees/<name>`), which is where `git commit` writes its index and HEAD. `None` when the
+/// worktree has no such file.
+fn read_gitdir(worktree: &Path) -> anyhow::Result<Option<PathBuf>> {
+    let dot_git = worktree.join(".git");
+    let Ok(text) = std::fs::read_to_string(&dot_git) else {
+        return Ok(None);
+    };
+    text.lines()
+        .find_map(|l| l.strip_prefix("gitdir:"))
+        .map(|g| Some(absolute(worktree, Path::new(g.trim()))))
+        .with_context(|| format!("'{}' does not name a gitdir", dot_git.display()))
+}
+
+/// `p` against `cwd`, without `.` components (`--worktree .` pins the directory, not `dir/.`).
 pub(crate) fn absolute(cwd: &Path, p: &Path) -> PathBuf {
-    if p.is_absolute() {
+    let joined = if p.is_absolute() {
         p.to_path_buf()
     } else {
         cwd.join(p)
-    }
+    };
+    joined
+        .components()
+        .filter(|c| *c != std::path::Component::CurDir)
+        .collect()
 }
 
 /// A builder with the profile choice and the flag scopes applied.
@@ -107,22 +134,28 @@ pub(crate) fn quote(s: &str) -> String {
     format!("'{}'", s.replace('\'', r"'\''"))
 }
 
-/// The policy flags again, quoted for a shell and with every path absolute (against `base`), so that a
-/// command built from them (the installed hook, a sandboxed Bash call) finds the same policy wherever it
-/// runs. `--project` is always given: ${CWD} must not follow the process.
-pub(crate) fn flags_for_shell(args: &PolicyArgs, base: &Path) -> Vec<String> {
+/// The policy flags again, quoted for a shell, with every variable pinned to its resolved value, so that a
+/// command built from them (the installed hook, a sandboxed Bash call) decides the same way wherever and
+/// whenever it runs, whatever the agent has written since: `--project`, `--home`, `--repo-root`,
+/// `--worktree`, `--worktree-gitdir` as resolved now, and `--pinned`.
+pub(crate) fn flags_for_shell(args: &PolicyArgs, vars: &Variables, base: &Path) -> Vec<String> {
     let abs = |p: &Path| absolute(base, p).to_string_lossy().into_owned();
-    let mut out = Vec::new();
+    let mut out = vec!["--pinned".to_string()];
     let mut flag = |name: &str, value: String| {
         out.push(name.to_string());
         out.push(quote(&value));
     };
-    flag(
-        "--project",
-        args.project
-            .as_deref()
-            .map_or_else(|| base.to_string_lossy().into_owned(), abs),
-    );
+    for (name, var) in [
+        ("--project", "CWD"),
+        ("--home", "HOME"),
+        ("--repo-root", "REPO_ROOT"),
+        ("--worktree", "WORKTREE"),
+        ("--worktree-gitdir", "WORKTREE_GITDIR"),
+    ] {
+        if let Some(v) = vars.get(var) {
+            flag(name, v.to_string());
+        }
+    }
     if let Some(a) = &args.agent {
         flag("--agent", a.clone());
     }
@@ -131,12 +164,6 @@ pub(crate) fn flags_for_shell(args: &PolicyArgs, base: &Path) -> Vec<String> {
     }
     if let Some(n) = &args.profile {
         flag("--profile", n.clone());
-    }
-    if let Some(r) = &args.repo_root {
-        flag("--repo-root", abs(r));
-    }
-    if let Some(w) = &args.worktree {
-        flag("--worktree", abs(w));
     }
     for (list, name) in [
         (&args.rw, "--rw"),
@@ -160,16 +187,18 @@ pub(crate) fn flags_for_shell(args: &PolicyArgs, base: &Path) -> Vec<String> {
     out
 }
 
-/// A shell command line running this stockade binary with `words` (a subcommand) and the same policy
-/// flags: the installed hook and the sandboxed rewrite of a Bash call are both built here.
+/// A shell command line running this stockade binary with `words` (a subcommand) and the same policy,
+/// every variable pinned ([`flags_for_shell`]): the installed hook and the sandboxed rewrite of a Bash call
+/// are both built here.
 pub(crate) fn self_command(
     words: &[&str],
     args: &PolicyArgs,
+    vars: &Variables,
     base: &Path,
 ) -> anyhow::Result<String> {
     let exe = std::env::current_exe().context("cannot find stockade's own path")?;
     let mut parts = vec![quote(&exe.to_string_lossy())];
     parts.extend(words.iter().map(|w| (*w).to_string()));
-    parts.extend(flags_for_shell(args, base));
+    parts.extend(flags_for_shell(args, vars, base));
     Ok(parts.join(" "))
 }

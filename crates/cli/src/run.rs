@@ -15,7 +15,7 @@ use crate::policy_args;
 
 pub(crate) fn run(args: RunArgs, json: bool, audit: &AuditLog) -> anyhow::Result<ExitStatus> {
     let temp = stockade_sandbox::new_temp_dir_path();
-    let mut vars = policy_args::variables(&args.policy)?;
+    let mut vars = policy_args::variables(&args.policy, true)?;
     vars.set_path("TEMP_DIR", &temp);
     let mut builder = policy_args::builder(&args.policy, vars);
     for kv in &args.env {
@@ -68,6 +68,12 @@ pub(crate) fn run(args: RunArgs, json: bool, audit: &AuditLog) -> anyhow::Result
         .best_effort(args.best_effort);
     if let Some(u) = &args.user {
         sandbox = sandbox.user(u);
+    }
+    if let Some(dir) = &args.cwd {
+        sandbox = sandbox.cwd(dir);
+    }
+    if let Some(fd) = args.pass_fd {
+        sandbox = sandbox.pass_pipe(fd);
     }
     let refuse = |e: SandboxError| -> anyhow::Result<ExitStatus> {
         if matches!(

@@ -189,6 +189,9 @@ pub fn judge(policy: &ResolvedPolicy, input: &HookInput) -> Judgement {
             Err(e) => return deny(tool, format!("{field} '{written}' cannot be resolved: {e}")),
         };
         let decision = policy.decide(&path, access);
+        if field_is_private_tmp(tool, policy, &path, decision) {
+            continue;
+        }
         let denial = policy.denial(&path, access, decision);
         let reason = denial
             .as_ref()
@@ -239,6 +242,23 @@ pub fn judge(policy: &ResolvedPolicy, input: &HookInput) -> Judgement {
 }
 
 type Request = (String, String, Access);
+
+/// Sandboxed Bash gets a private `/tmp` and `/var/tmp` where the policy grants nothing there
+/// ([`ResolvedPolicy::private_tmp_dirs`]): a path in them names the run's own empty directory, not the
+/// host's, so the pre-filter has nothing to refuse.
+fn field_is_private_tmp(
+    tool: &str,
+    policy: &ResolvedPolicy,
+    path: &CanonicalPath,
+    decision: Decision,
+) -> bool {
+    tool == "Bash"
+        && policy.hook().bash == BashMode::Sandbox
+        && decision.level() == stockade_policy::Level::None
+        && policy
+            .private_tmp_dirs()
+            .any(|t| path.as_path().starts_with(t))
+}
 
 /// The paths a call names, by tool. `Err` is a verdict reached without paths (Bash, malformed input).
 fn requests_for(

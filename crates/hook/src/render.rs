@@ -23,20 +23,21 @@ pub struct Rendered {
 /// message (exit 0); for ask, nothing, so Claude Code shows its prompt.
 ///
 /// `defer_allow` (`hook.on-allow = "defer"`) answers nothing for an allow, so Claude Code's own rules decide.
-/// `updated_command` replaces a Bash call's command (`hook.bash = "sandbox"`) through `updatedInput`.
+/// `updated_input` replaces the call's whole input through `updatedInput` (`hook.bash = "sandbox"`: the
+/// original fields with the command rewritten).
 pub fn render(
     event: Event,
     judgement: &Judgement,
     defer_allow: bool,
-    updated_command: Option<&str>,
+    updated_input: Option<&serde_json::Value>,
 ) -> Rendered {
     let reason = judgement.verdict.reason();
-    if let (Event::PreToolUse, Verdict::Allow { .. }, Some(command)) =
-        (event, &judgement.verdict, updated_command)
+    if let (Event::PreToolUse, Verdict::Allow { .. }, Some(input)) =
+        (event, &judgement.verdict, updated_input)
     {
         return Rendered {
             stdout: json!({"hookSpecificOutput": {"hookEventName": "PreToolUse", "permissionDecision": "allow",
-                "permissionDecisionReason": reason, "updatedInput": {"command": command}}})
+                "permissionDecisionReason": reason, "updatedInput": input}})
             .to_string(),
             stderr: String::new(),
             exit_code: 0,

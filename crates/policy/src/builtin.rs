@@ -27,6 +27,11 @@ pub const SYSTEM_READ_DIRS: &[&str] = &[
     "/etc/resolv.conf",
 ];
 
+/// The shared temp directories a sandboxed run gets a private, empty copy of when its policy grants
+/// nothing in them: a program's `/tmp/x` is then its own, never the host's (`stockade run`, and the Bash
+/// the hook sandboxes), while the agent's file tools still reach only the host's, as the policy says.
+pub const PRIVATE_TMP_DIRS: &[&str] = &["/tmp", "/var/tmp"];
+
 /// Secrets inside [`SYSTEM_READ_DIRS`], denied wherever those are granted.
 pub const SYSTEM_SECRETS: &[&str] = &[
     "/etc/shadow",
@@ -125,7 +130,11 @@ fs.write = [
   ".git/objects", ".git/refs/heads", ".git/logs/refs/heads", "${WORKTREE_GITDIR}",
 ]
 fs.read = [".git"]
-fs.read-only = ["${WORKTREE}/.claude/", "${WORKTREE}/.mcp.json", "${WORKTREE}/.vscode/", "${WORKTREE}/.idea/"]
+# The worktree's .git names the git dir the policy was pinned to; .claude/ holds the installed hook.
+fs.read-only = [
+  "${WORKTREE}/.git", "${WORKTREE}/.claude/", "${WORKTREE}/.mcp.json", "${WORKTREE}/.vscode/",
+  "${WORKTREE}/.idea/",
+]
 fs.deny = ["${REPO_ROOT}", ".ittybitty/agents"]
 
 [profile.cross-project]

@@ -339,6 +339,13 @@ impl ResolvedPolicy {
             (Level::Write, _, false) => "kernel (stockade run): read-write bind mount plus Landlock rights".to_string(),
         };
         let mut notes = vec![kernel];
+        if decision.level() == Level::None
+            && crate::PRIVATE_TMP_DIRS
+                .iter()
+                .any(|t| path.as_path().starts_with(t))
+        {
+            notes.push("kernel (stockade run): programs get a private, empty /tmp and /var/tmp (where the policy grants nothing in them), so this name may exist inside the run; the host's file is never reached".to_string());
+        }
         if !path.exists() {
             notes.push(format!(
                 "it does not exist yet: judged by its deepest existing ancestor '{}'",

@@ -134,9 +134,10 @@ pub struct HookSpec {
     /// What to answer for calls within the policy: `allow` (default: no permission prompt) or `defer`
     /// (say nothing, so Claude Code's own permission rules decide).
     pub on_allow: Option<OnAllow>,
-    /// How Bash is handled: `judge` (default: parse and judge every path) or `sandbox` (also rewrite the
-    /// command to run under `stockade run` with the same policy, so the kernel enforces what parsing cannot
-    /// see; unknowable commands then run confined instead of being refused).
+    /// How Bash is handled: `sandbox` (default: judge what the command names, then rewrite it to run under
+    /// `stockade run` with the same policy, so the kernel enforces what parsing cannot see; unknowable
+    /// commands run confined instead of being refused) or `judge` (parse and judge only: opt-in, since a
+    /// parser cannot see scripts, substitutions or what programs do; see the README's list).
     pub bash: Option<BashMode>,
 }
 

@@ -58,8 +58,8 @@ mod units;
 mod vars;
 
 pub use builtin::{
-    BUILTIN_PROFILES, BUILTIN_TOML, DEFAULT_PROFILE, SYSTEM_READ_DIRS, SYSTEM_SECRETS,
-    system_run_profile,
+    BUILTIN_PROFILES, BUILTIN_TOML, DEFAULT_PROFILE, PRIVATE_TMP_DIRS, SYSTEM_READ_DIRS,
+    SYSTEM_SECRETS, system_run_profile,
 };
 pub use decide::{Decision, Denial, DenyCause, ExplainedRule, Explanation};
 pub use error::PolicyError;

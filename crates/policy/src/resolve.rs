@@ -804,7 +804,8 @@ impl Default for HookRules {
         HookRules {
             on_unknowable: OnUnknowable::Deny,
             on_allow: OnAllow::Allow,
-            bash: BashMode::Judge,
+            // The kernel is the boundary for Bash: the parser only refuses early.
+            bash: BashMode::Sandbox,
         }
     }
 }
@@ -1030,6 +1031,28 @@ impl ResolvedPolicy {
     /// Everything the hook's answers depend on besides the scopes.
     pub fn hook(&self) -> &HookRules {
         &self.hook
+    }
+
+    /// The shared temp directories ([`crate::PRIVATE_TMP_DIRS`]) a sandboxed run replaces with private,
+    /// empty ones: those the policy neither grants nor grants anything in (a grant there is about the
+    /// host's entries, which are then bound as granted instead). The sandbox's plan and the hook's
+    /// pre-filter both ask this, so they agree on what `/tmp/x` in a Bash command means.
+    pub fn private_tmp_dirs(&self) -> impl Iterator<Item = &'static Path> + '_ {
+        crate::PRIVATE_TMP_DIRS.iter().map(Path::new).filter(|dir| {
+            let canonical = CanonicalPath::assume_canonical(dir.to_path_buf());
+            let granted_within = self.scopes.iter().any(|s| {
+                s.kind.is_grant()
+                    && match &s.target {
+                        ScopeTarget::Path(p) => p.canonical.as_path().starts_with(dir),
+                        // A glob from above may match inside, too.
+                        ScopeTarget::Glob(g) => {
+                            g.prefix.starts_with(dir) || dir.starts_with(&g.prefix)
+                        }
+                    }
+            });
+            !granted_within
+                && self.decide(&canonical, crate::Access::Read).level() == crate::Level::None
+        })
     }
 
     /// The network mode.

@@ -87,6 +87,9 @@ impl Variables {
                 "REPO_ROOT" | "WORKTREE" => {
                     "pass --repo-root and --worktree (or use them only in worktree profiles)"
                 }
+                "WORKTREE_GITDIR" => {
+                    "pass --worktree-gitdir (stockade install pins it; the hook never reads the worktree's .git, which the agent can write)"
+                }
                 "PRIVATE_WORKSPACE" | "RUN_WORKSPACE" => "use it only in orchestrator runs",
                 "POLICY_DIR" => "use it only in a policy file",
                 _ => "set it",

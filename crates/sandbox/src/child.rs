@@ -106,6 +106,8 @@ pub(crate) struct Prepared {
     pub(crate) stdout_w: Option<RawFd>,
     pub(crate) stderr_w: Option<RawFd>,
     pub(crate) err_w: RawFd,
+    /// A caller's pipe, handed to the program as descriptor 3 ([`crate::SandboxBuilder::pass_pipe`]).
+    pub(crate) passed_pipe: Option<RawFd>,
     pub(crate) status_w: RawFd,
     pub(crate) old_mask: libc::sigset_t,
     pub(crate) cap_last: u32,
@@ -223,6 +225,9 @@ pub(crate) fn init_main(p: &Prepared) -> ! {
 
     // The init: hold no descriptor the agent could use, keep no privilege, reap until the agent is done.
     sys::close(p.err_w);
+    if let Some(fd) = p.passed_pipe {
+        sys::close(fd);
+    }
     if let Some(fd) = p.stdout_w {
         sys::close(fd);
     }
@@ -502,11 +507,16 @@ fn agent_main(p: &Prepared) -> ! {
     if let Some(fd) = p.stderr_w {
         sys::dup2(fd, 2).or_fail(p, 22);
     }
-    // The error pipe moves to fd 3 (close-on-exec); everything from 4 up is closed, however high.
-    sys::dup2(p.err_w, 3).or_fail(p, 22);
-    sys::set_cloexec(3).or_fail(p, 22);
-    let err_w = 3;
-    sys::close_from(4).or_fail(p, 22);
+    // The error pipe moves to fd 3 (close-on-exec), or 4 when a passed pipe takes 3 (its source is numbered
+    // 64 or above, so neither move overwrites it); everything above is closed, however high.
+    let err_w = if p.passed_pipe.is_some() { 4 } else { 3 };
+    sys::dup2(p.err_w, err_w).or_fail(p, 22);
+    sys::set_cloexec(err_w).or_fail(p, 22);
+    if let Some(fd) = p.passed_pipe {
+        // dup2 leaves the new descriptor without close-on-exec: the program keeps it.
+        sys::dup2(fd, 3).or_fail(p, 22);
+    }
+    sys::close_from(err_w as u32 + 1).or_fail(p, 22);
     let p_err = |stage: u32, e: &std::io::Error| fail(err_w, stage, e, 125);
 
     if let Err(e) = sys::chdir(&p.cwd) {

@@ -36,7 +36,8 @@
 //!    `deny` targets inside granted trees are covered by empty read-only mounts; `read-only` targets
 //!    inside writable trees are re-bound read-only, and every directory between them and the writable
 //!    root is made a mount point so it cannot be renamed away. `/dev` holds only null, zero, full, random, urandom and tty. The temp dir and `/dev/shm` are
-//!    private tmpfs mounts that vanish with the namespace.
+//!    private tmpfs mounts that vanish with the namespace, and so are `/tmp` and `/var/tmp` unless the
+//!    policy grants something in them: a script's `/tmp/x` works and never reaches the host's `/tmp`.
 //! 3. The agent process: signals reset, every descriptor above 2 closed (`close_range`), rlimits set,
 //!    capability bounding set emptied, securebits locked so uid 0 gains nothing on exec, all capabilities
 //!    cleared and checked, `no_new_privs`, then Landlock (filesystem rights mirroring the mounts, plus

@@ -285,6 +285,18 @@ impl MountPlan {
                 size: temp_size,
             },
         });
+        // Scripts write `/tmp/x` whatever $TMPDIR says: where the policy grants neither the shared temp
+        // directories nor anything under them, each is a private, empty tmpfs (sticky, as on the host) that vanishes
+        // with the run. Where it grants something there, the host's entries are bound as planned instead.
+        for shared_tmp in policy.private_tmp_dirs() {
+            entries.push(PlannedMount {
+                path: shared_tmp.to_path_buf(),
+                op: MountOp::PrivateTmpfs {
+                    mode: 0o1777,
+                    size: temp_size,
+                },
+            });
+        }
 
         // Symlinks along the written paths (e.g. /bin -> usr/bin on merged-/usr systems), so the names the
         // policy used still lead somewhere inside.

@@ -72,6 +72,7 @@ pub struct SandboxBuilder {
     stdio: Stdio,
     stdin_null: bool,
     siblings: Siblings,
+    passed_pipe: Option<RawFd>,
 }
 
 /// The bytes of a [`Sandbox::snapshot_files`], shared with the child (printed by size only).
@@ -106,6 +107,7 @@ impl SandboxBuilder {
             stdio: Stdio::Inherit,
             stdin_null: false,
             siblings: Siblings::Stubs,
+            passed_pipe: None,
         }
     }
 
@@ -157,6 +159,16 @@ impl SandboxBuilder {
         self
     }
 
+    /// Hand the program one end of a pipe of the caller's as its descriptor 3 (default: none; every
+    /// descriptor above 2 is closed). Only a pipe is accepted, checked by [`SandboxBuilder::build`]: it
+    /// carries bytes and reaches no file, so the program can report something back (e.g. its final
+    /// working directory) without seeing anything else of the caller's. The caller keeps `fd` open until
+    /// the run has started.
+    pub fn pass_pipe(mut self, fd: RawFd) -> Self {
+        self.passed_pipe = Some(fd);
+        self
+    }
+
     /// Checks the kernel, the user, the working directory and the program against the policy, and
     /// computes the private root.
     pub fn build(self) -> Result<Sandbox, SandboxError> {
@@ -182,6 +194,15 @@ impl SandboxBuilder {
             warnings.push(format!(
                 "best effort: {feature}; running with the mount namespace and what Landlock offers"
             ));
+        }
+        if let Some(fd) = self.passed_pipe
+            && !sys::is_pipe(fd)
+        {
+            return Err(SandboxError::Policy {
+                message: format!(
+                    "descriptor {fd} is not an open pipe; only a pipe can be passed to the program"
+                ),
+            });
         }
         let euid = sys::geteuid();
         let egid = sys::getegid();
@@ -289,6 +310,7 @@ impl SandboxBuilder {
             landlock_hard: !self.best_effort,
             stdio: self.stdio,
             stdin_null: self.stdin_null,
+            passed_pipe: self.passed_pipe,
             snapshots: HashMap::new(),
             warnings,
         })
@@ -356,6 +378,7 @@ pub struct Sandbox {
     landlock_hard: bool,
     stdio: Stdio,
     stdin_null: bool,
+    passed_pipe: Option<RawFd>,
     /// By the bytes of their canonical paths.
     snapshots: HashMap<OsString, SnapshotBytes>,
     warnings: Vec<String>,
@@ -584,6 +607,13 @@ impl Sandbox {
         } else {
             None
         };
+        // Numbered 64 or above so that the child's moves to 3 and 4 cannot overwrite it first.
+        let passed_pipe = match self.passed_pipe {
+            Some(fd) => {
+                Some(sys::dup_above(fd, 64).map_err(SandboxError::io("dup the passed pipe"))?)
+            }
+            None => None,
+        };
         let stdin_null = if self.stdin_null {
             let f = std::fs::File::open("/dev/null").map_err(SandboxError::io("open /dev/null"))?;
             Some(f)
@@ -619,6 +649,7 @@ impl Sandbox {
             stdout_w: out.map(|(_, w)| w),
             stderr_w: errout.map(|(_, w)| w),
             err_w,
+            passed_pipe,
             status_w,
             old_mask,
             cap_last,
@@ -647,7 +678,10 @@ impl Sandbox {
             }
             Err(e) => {
                 let _ = sys::set_signal_mask(&old_mask);
-                for fd in [err_r, err_w, status_r, status_w, sigfd] {
+                for fd in [err_r, err_w, status_r, status_w, sigfd]
+                    .into_iter()
+                    .chain(passed_pipe)
+                {
                     sys::close(fd);
                 }
                 if prepared.user_ns.is_some()
@@ -666,6 +700,9 @@ impl Sandbox {
         };
         sys::close(err_w);
         sys::close(status_w);
+        if let Some(fd) = passed_pipe {
+            sys::close(fd);
+        }
         if let Some((_, w)) = out {
             sys::close(w);
         }

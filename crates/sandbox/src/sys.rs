@@ -197,6 +197,21 @@ pub(crate) fn is_dir(fd: std::os::fd::BorrowedFd<'_>) -> bool {
     r == 0 && st.st_mode & libc::S_IFMT == libc::S_IFDIR
 }
 
+/// Whether `fd` is open and a pipe (FIFO); false when it cannot be examined.
+pub(crate) fn is_pipe(fd: RawFd) -> bool {
+    // SAFETY: `st` is plain data filled by the kernel.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: an integer descriptor (fstat fails cleanly on a closed one) and a valid pointer.
+    let r = unsafe { libc::fstat(fd, &mut st) };
+    r == 0 && st.st_mode & libc::S_IFMT == libc::S_IFIFO
+}
+
+/// A close-on-exec duplicate of `fd` numbered `min` or above.
+pub(crate) fn dup_above(fd: RawFd, min: RawFd) -> io::Result<RawFd> {
+    // SAFETY: integer arguments.
+    check(unsafe { libc::fcntl(fd, libc::F_DUPFD_CLOEXEC, min) })
+}
+
 pub(crate) fn symlink(target: &CStr, link: &CStr) -> io::Result<()> {
     // SAFETY: NUL-terminated paths.
     check(unsafe { libc::symlink(target.as_ptr(), link.as_ptr()) }).map(drop)

@@ -30,6 +30,8 @@ base = "${POLICY_DIR}/work"
 fs.write = [".ittybitty/agents/${AGENT_ID}/worktree", ".ittybitty", ".ittybitty/agents/${AGENT_ID}"]
 fs.deny = [".ittybitty/agents"]
 commands.allow = ["ib"]
+# These tests are about the parser: judge-only is opt-in.
+hook.bash = "judge"
 "#,
         );
         Repo { d }
@@ -644,6 +646,8 @@ try hooks 'echo x > ../../../../.git/hooks/pre-commit'
             "a1",
             "--worktree",
             wt.to_str().unwrap(),
+            "--worktree-gitdir",
+            d.path("work/.git/worktrees/worktree").to_str().unwrap(),
         ])
         .run_with_stdin(&json.to_string())
     };
