@@ -314,7 +314,8 @@ impl Root {
     /// Judges `access` to the canonical path `real` by the policy.
     pub(crate) fn check(&self, shown: &str, real: &Path, access: Access) -> Result<(), FsError> {
         let canonical = CanonicalPath::assume_canonical(real.to_path_buf());
-        let decision = self.policy.decide(&canonical, access);
+        // The file tools are the agent's own: `runtime` paths are for the programs it runs, not for them.
+        let decision = self.policy.decide_for_tools(&canonical, access);
         match self.policy.denial(&canonical, access, decision) {
             None => Ok(()),
             Some(denial) => Err(FsError::Denied {
@@ -327,7 +328,7 @@ impl Root {
     /// Whether `access` to `real` is allowed (for filtering walk results without building a message).
     pub(crate) fn allows(&self, real: &Path, access: Access) -> bool {
         self.policy
-            .decide(&CanonicalPath::assume_canonical(real.to_path_buf()), access)
+            .decide_for_tools(&CanonicalPath::assume_canonical(real.to_path_buf()), access)
             .is_allow()
     }
 
@@ -395,7 +396,7 @@ pub fn root_policy(
         Some(builder) => {
             let resolved = builder.build()?;
             let at_root = CanonicalPath::assume_canonical(root.to_path_buf());
-            if resolved.decide(&at_root, access).is_allow() {
+            if resolved.decide_for_tools(&at_root, access).is_allow() {
                 return Ok(resolved);
             }
             builder

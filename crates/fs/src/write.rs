@@ -337,7 +337,7 @@ impl Root {
             let new_path = new.join(&name);
             let level = |p: &Path| {
                 self.policy()
-                    .decide(
+                    .decide_for_tools(
                         &CanonicalPath::assume_canonical(p.to_path_buf()),
                         Access::Read,
                     )

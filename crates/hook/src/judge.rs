@@ -188,7 +188,13 @@ pub fn judge(policy: &ResolvedPolicy, input: &HookInput) -> Judgement {
             Ok(p) => p,
             Err(e) => return deny(tool, format!("{field} '{written}' cannot be resolved: {e}")),
         };
-        let decision = policy.decide(&path, access);
+        // Bash names what the programs it runs touch (the kernel's view); every other tool is the agent's
+        // own file access, to which `runtime` paths are closed.
+        let decision = if tool == "Bash" {
+            policy.decide(&path, access)
+        } else {
+            policy.decide_for_tools(&path, access)
+        };
         if field_is_private_tmp(tool, policy, &path, decision) {
             continue;
         }

@@ -121,10 +121,20 @@ fs.read = ["${CWD}"]
 # Seed 003: one agent per linked git worktree under .ittybitty/agents/<id>/. Its worktree and .ittybitty (logs)
 # are writable, other agents' folders and the main repository's files are not; git commit still works,
 # because exactly what it writes in the main repository's .git is granted (objects, branch refs and their
-# logs, this worktree's own git dir). Needs --worktree (and --agent); --repo-root defaults to the main repo.
+# logs, this worktree's own git dir). The agent's own file tools reach nothing else: the system and the
+# toolchains under $HOME are `runtime`, readable by the programs its Bash runs, not by Read or Grep, and the
+# rest of $HOME (other projects included) is not granted at all. Needs --worktree (and --agent);
+# --repo-root defaults to the main repo.
 [profile.worktree]
-extends = "system"
 base = "${REPO_ROOT}"
+fs.runtime = [
+  "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/opt", "/sys",
+  "/etc/resolv.conf",
+  # What builds read from $HOME: git's identity, and the toolchains and package caches of cargo, rustup,
+  # npm, pip, pyenv, nvm, go and bun (read-only: the agent's builds use them, never change them).
+  "~/.gitconfig", "~/.config/git", "~/.cargo", "~/.rustup", "~/.npm", "~/.cache/pip",
+  "~/.pyenv", "~/.nvm", "~/.local/bin", "~/.local/lib", "~/go", "~/.bun",
+]
 fs.write = [
   "${WORKTREE}", ".ittybitty", ".ittybitty/agents/${AGENT_ID}",
   ".git/objects", ".git/refs/heads", ".git/logs/refs/heads", "${WORKTREE_GITDIR}",
@@ -135,7 +145,19 @@ fs.read-only = [
   "${WORKTREE}/.git", "${WORKTREE}/.claude/", "${WORKTREE}/.mcp.json", "${WORKTREE}/.vscode/",
   "${WORKTREE}/.idea/",
 ]
-fs.deny = ["${REPO_ROOT}", ".ittybitty/agents"]
+fs.deny = [
+  "${REPO_ROOT}", ".ittybitty/agents",
+  "~/.cargo/credentials", "~/.cargo/credentials.toml", "~/.config/git/credentials",
+  "/etc/shadow", "/etc/gshadow", "/etc/shadow-", "/etc/gshadow-",
+  "/etc/sudoers", "/etc/sudoers.d", "/etc/ssl/private",
+  "/etc/ssh/ssh_host_rsa_key", "/etc/ssh/ssh_host_ecdsa_key", "/etc/ssh/ssh_host_ed25519_key",
+  "/etc/ssh/ssh_host_dsa_key",
+]
+env.pass = [
+  "PATH", "HOME", "USER", "LOGNAME", "SHELL", "LANG", "LANGUAGE", "LC_ALL", "LC_CTYPE",
+  "TERM", "COLORTERM", "NO_COLOR", "TZ",
+]
+net = "none"
 
 [profile.cross-project]
 extends = "system"

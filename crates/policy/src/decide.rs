@@ -59,6 +59,9 @@ pub enum DenyCause {
     Denied,
     /// Readable only: a `read` grant, or a `read-only` cap, for a write.
     ReadOnly,
+    /// A `runtime` path: readable by the programs the agent runs, not by its own file tools
+    /// ([`ResolvedPolicy::decide_for_tools`]).
+    RuntimeOnly,
 }
 
 /// A refusal, explained: what, which rule, why, and what to change.
@@ -113,6 +116,29 @@ impl ResolvedPolicy {
             _ => cause_if_none,
         };
         Decision::Deny { cause, level, rule }
+    }
+
+    /// Decides `access` to `path` for the agent's own file tools (the hook's Read, Write, Edit, Glob,
+    /// Grep, LS and MCP file tools; `stockade fs`; the MCP server): as [`ResolvedPolicy::decide`], except
+    /// that a path whose level a `runtime` scope decided is refused ([`DenyCause::RuntimeOnly`]). The
+    /// programs the agent runs (the kernel sandbox, and Bash as the hook judges it) use `decide`.
+    pub fn decide_for_tools(&self, path: &CanonicalPath, access: Access) -> Decision {
+        let decision = self.decide(path, access);
+        let rule = match decision {
+            Decision::Allow { rule, .. }
+            | Decision::Deny {
+                rule: Some(rule), ..
+            } => rule,
+            Decision::Deny { rule: None, .. } => return decision,
+        };
+        match self.scope(rule).map(|s| s.kind) {
+            Some(ScopeKind::Runtime) => Decision::Deny {
+                cause: DenyCause::RuntimeOnly,
+                level: Level::None,
+                rule: Some(rule),
+            },
+            _ => decision,
+        }
     }
 
     /// The level step 1 alone gives a path: its deepest path scope, before any glob raises or lowers it.
@@ -267,7 +293,16 @@ impl ResolvedPolicy {
                 ),
                 format!("add it to fs.write in the policy, or pass --rw {shown}"),
             ),
-            (DenyCause::Denied | DenyCause::ReadOnly, None) => (
+            (DenyCause::RuntimeOnly, Some(s)) => (
+                format!(
+                    "'{shown}' is runtime by {}: the programs the agent runs may read it, its own file tools may not",
+                    s.describe()
+                ),
+                format!(
+                    "read it through a Bash command if a program needs it, or add it to fs.read in the policy (--ro {shown}) to let the file tools read it"
+                ),
+            ),
+            (DenyCause::Denied | DenyCause::ReadOnly | DenyCause::RuntimeOnly, None) => (
                 format!("{access} access to '{shown}' is refused"),
                 "see `stockade explain`".to_string(),
             ),
@@ -352,11 +387,16 @@ impl ResolvedPolicy {
                 path.existing_ancestor().display()
             ));
         }
-        notes.push(
-            "hook (stockade hook claude): the same decision for every path a tool call names"
-                .to_string(),
-        );
-        notes.push("file tools (stockade fs, stockade mcp): the same decision, opened beneath a directory handle".to_string());
+        if scope.map(|s| s.kind) == Some(ScopeKind::Runtime) {
+            notes.push("hook (stockade hook claude): runtime: Bash commands may read it (as the kernel does); the agent's file tools (Read, Write, Edit, Glob, Grep, LS, MCP file tools) are refused".to_string());
+            notes.push("file tools (stockade fs, stockade mcp): refused (runtime is for the programs the agent runs)".to_string());
+        } else {
+            notes.push(
+                "hook (stockade hook claude): the same decision for every path a tool call names"
+                    .to_string(),
+            );
+            notes.push("file tools (stockade fs, stockade mcp): the same decision, opened beneath a directory handle".to_string());
+        }
         notes.push("audit: refusals by the hook and file tools are logged; the kernel's own refusals are not observed by stockade (the process sees EACCES/EROFS/ENOENT)".to_string());
         notes
     }

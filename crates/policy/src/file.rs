@@ -66,6 +66,11 @@ pub struct FsSpec {
     #[serde(default)]
     #[schemars(with = "Vec<String>")]
     pub read_only: Vec<Spanned<String>>,
+    /// Readable by the programs the agent runs (the kernel sandbox), not by the agent's own file tools
+    /// (the hook, `stockade fs`, the MCP server): system directories and toolchains. Paths, not globs.
+    #[serde(default)]
+    #[schemars(with = "Vec<String>")]
+    pub runtime: Vec<Spanned<String>>,
     /// Neither readable nor writable, even inside a granted tree.
     #[serde(default)]
     #[schemars(with = "Vec<String>")]

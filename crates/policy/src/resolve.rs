@@ -193,6 +193,7 @@ impl PolicyBuilder {
                 (ScopeKind::Read, &spec.fs.read),
                 (ScopeKind::Write, &spec.fs.write),
                 (ScopeKind::ReadOnly, &spec.fs.read_only),
+                (ScopeKind::Runtime, &spec.fs.runtime),
                 (ScopeKind::Deny, &spec.fs.deny),
                 (ScopeKind::Deny, &spec.fs.cross_project),
             ] {
@@ -471,6 +472,13 @@ fn make_scope(
         ));
     }
     let target = if is_glob(&expanded) {
+        if kind == ScopeKind::Runtime {
+            return Err(PolicyError::invalid(
+                &source,
+                format!("fs.runtime takes paths, and '{written}' is a glob"),
+                "name the directory instead (runtime is for system and toolchain trees)",
+            ));
+        }
         if expanded.split('/').any(|c| c == "..") {
             return Err(PolicyError::invalid(
                 &source,

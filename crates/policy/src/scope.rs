@@ -18,6 +18,11 @@ pub enum ScopeKind {
     Write,
     /// Readable, never writable.
     ReadOnly,
+    /// Readable (and executable) by the programs the agent runs, as `read` for the kernel sandbox, but not
+    /// by the agent's own file tools (the hook's Read/Write/Glob/..., `stockade fs`, the MCP server): the
+    /// system runtime and toolchains a build needs, which the agent itself has no reason to read into its
+    /// context. Paths only.
+    Runtime,
     /// Nothing.
     Deny,
 }
@@ -29,17 +34,20 @@ impl ScopeKind {
             ScopeKind::Read => "read",
             ScopeKind::Write => "write",
             ScopeKind::ReadOnly => "read-only",
+            ScopeKind::Runtime => "runtime",
             ScopeKind::Deny => "deny",
         }
     }
 
-    /// Higher is stricter: deny > read-only > read > write. A tie at the same depth goes to the strictest.
+    /// Higher is stricter: deny > runtime > read-only > read > write (runtime gives the agent's own tools
+    /// nothing). A tie at the same depth goes to the strictest.
     pub(crate) fn strictness(self) -> u8 {
         match self {
             ScopeKind::Write => 0,
             ScopeKind::Read => 1,
             ScopeKind::ReadOnly => 2,
-            ScopeKind::Deny => 3,
+            ScopeKind::Runtime => 3,
+            ScopeKind::Deny => 4,
         }
     }
 
@@ -47,14 +55,18 @@ impl ScopeKind {
     pub fn level(self) -> Level {
         match self {
             ScopeKind::Write => Level::Write,
-            ScopeKind::Read | ScopeKind::ReadOnly => Level::Read,
+            ScopeKind::Read | ScopeKind::ReadOnly | ScopeKind::Runtime => Level::Read,
             ScopeKind::Deny => Level::None,
         }
     }
 
-    /// Grants (`read`, `write`) raise; caps (`read-only`, `deny`) lower.
+    /// Grants (`read`, `write`) raise; caps (`read-only`, `deny`) lower. `runtime` is a path scope that
+    /// grants programs read, so it counts as a grant.
     pub fn is_grant(self) -> bool {
-        matches!(self, ScopeKind::Read | ScopeKind::Write)
+        matches!(
+            self,
+            ScopeKind::Read | ScopeKind::Write | ScopeKind::Runtime
+        )
     }
 }
 

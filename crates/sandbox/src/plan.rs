@@ -150,7 +150,7 @@ impl MountPlan {
             }
             let exists = target.canonical.exists();
             match scope.kind {
-                ScopeKind::Read | ScopeKind::Write => {
+                ScopeKind::Read | ScopeKind::Write | ScopeKind::Runtime => {
                     if !exists {
                         continue;
                     }

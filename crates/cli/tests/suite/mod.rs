@@ -1,5 +1,6 @@
 mod agreement;
 mod audit_explain;
+mod claude_code;
 mod fs_tools;
 mod hook;
 mod load;

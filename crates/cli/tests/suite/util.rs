@@ -111,9 +111,19 @@ pub(super) struct TestDir {
 
 impl TestDir {
     pub(super) fn new(who: Who) -> Self {
+        Self::in_dir(who, &std::env::temp_dir())
+    }
+
+    /// One outside `/tmp` (in cargo's target directory), for tests of what a run's private `/tmp` holds:
+    /// a policy granting the test's own directory under `/tmp` would make the run bind the host's instead.
+    pub(super) fn outside_tmp(who: Who) -> Self {
+        Self::in_dir(who, Path::new(env!("CARGO_TARGET_TMPDIR")))
+    }
+
+    fn in_dir(who: Who, base: &Path) -> Self {
         let tmp = tempfile::Builder::new()
             .prefix("stockade-it-")
-            .tempdir()
+            .tempdir_in(base)
             .unwrap();
         let root = tmp.path().canonicalize().unwrap();
         std::fs::set_permissions(&root, std::fs::Permissions::from_mode(0o755)).unwrap();
