@@ -32,7 +32,9 @@ pub fn world() -> &'static World {
         let policy = policy_for(
             &work,
             &base,
-            "[profile.p]\nfs.write = [\"${CWD}\"]\nfs.deny = [\"**/.env\"]\n",
+            // Judge-only: the targets check what the parser itself refuses (sandboxed Bash, the default,
+            // lets the kernel decide what the parser cannot).
+            "[profile.p]\nfs.write = [\"${CWD}\"]\nfs.deny = [\"**/.env\"]\nhook.bash = \"judge\"\n",
         );
         World {
             base,
