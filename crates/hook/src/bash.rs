@@ -39,8 +39,14 @@ pub(crate) type PathRequest = (String, String, Access);
 
 /// What the analysis found.
 pub(crate) enum BashAnalysis {
-    /// Every path the command names (absolute when the call had an absolute cwd).
-    Paths(Vec<PathRequest>),
+    /// Every path the command names (absolute when the call had an absolute cwd), and the directories
+    /// it reads or changes recursively (everything beneath them must be allowed too).
+    Paths {
+        /// Each path, as a request.
+        paths: Vec<PathRequest>,
+        /// Directories the command recurses into.
+        recursive: Vec<PathRequest>,
+    },
     /// Something decides at run time what is touched.
     Unknowable(String),
 }
@@ -49,6 +55,18 @@ struct Walker<'a> {
     home: &'a str,
     allowed: &'a [String],
     out: Vec<PathRequest>,
+    /// `cd` commands walked so far.
+    cds: u32,
+    /// Set once a `cd` may or may not have run (in an `&&`/`||` continuation, or the body of an if, while,
+    /// until, for or case, seen from after it; or before an `||`): later relative paths resolve against
+    /// a directory that is not known here.
+    cwd_unknown: bool,
+    /// Recursive reads and writes, judged after the walk against what the policy refuses beneath them.
+    recursive: Vec<PathRequest>,
+    /// A `cd` moved the shell and no command has run there yet: the next one (other than another `cd`)
+    /// reads the directory it runs in (`ls`, `find`, `grep -r x` with no operand), so it is judged then.
+    /// `cd denied && cd -` alone reads nothing.
+    cwd_unjudged: bool,
 }
 
 struct Unknowable(String);
@@ -66,10 +84,17 @@ pub(crate) fn analyze(
         home,
         allowed,
         out: Vec::new(),
+        cds: 0,
+        cwd_unknown: false,
+        recursive: Vec::new(),
+        cwd_unjudged: false,
     };
     let base = cwd.map(PathBuf::from);
     match w.program(command, base, 0) {
-        Ok(_) => BashAnalysis::Paths(w.out),
+        Ok(_) => BashAnalysis::Paths {
+            paths: w.out,
+            recursive: w.recursive,
+        },
         Err(Unknowable(why)) => BashAnalysis::Unknowable(why),
     }
 }
@@ -103,12 +128,25 @@ impl Walker<'_> {
     fn list(&mut self, list: &CompoundList, base: &mut Option<PathBuf>, depth: u8) -> Step {
         for item in &list.0 {
             let and_or = &item.0;
+            let start = self.cds;
             self.pipeline(&and_or.first, base, depth)?;
+            let after_first = self.cds;
             for next in &and_or.additional {
                 let p = match next {
-                    brush_parser::ast::AndOr::And(p) | brush_parser::ast::AndOr::Or(p) => p,
+                    brush_parser::ast::AndOr::And(p) => p,
+                    brush_parser::ast::AndOr::Or(p) => {
+                        // `cd x || cmd`: cmd runs when something failed, perhaps the cd.
+                        if self.cds > start {
+                            self.cwd_unknown = true;
+                        }
+                        p
+                    }
                 };
                 self.pipeline(p, base, depth)?;
+            }
+            // A cd in a continuation ran or not: what follows the list cannot tell.
+            if self.cds > after_first {
+                self.cwd_unknown = true;
             }
         }
         Ok(())
@@ -138,6 +176,26 @@ impl Walker<'_> {
     }
 
     fn compound(&mut self, c: &CompoundCommand, base: &mut Option<PathBuf>, depth: u8) -> Step {
+        // Brace groups and subshells run whole; the other compounds run their bodies conditionally, so a
+        // cd in them leaves the directory after them unknown.
+        let conditional = !matches!(
+            c,
+            CompoundCommand::BraceGroup(_) | CompoundCommand::Subshell(_)
+        );
+        let start = self.cds;
+        let step = self.compound_inner(c, base, depth);
+        if conditional && self.cds > start {
+            self.cwd_unknown = true;
+        }
+        step
+    }
+
+    fn compound_inner(
+        &mut self,
+        c: &CompoundCommand,
+        base: &mut Option<PathBuf>,
+        depth: u8,
+    ) -> Step {
         match c {
             CompoundCommand::BraceGroup(g) => self.list(&g.list, base, depth),
             // A subshell's `cd` does not outlive it.
@@ -160,7 +218,7 @@ impl Walker<'_> {
             CompoundCommand::ForClause(f) => {
                 for v in f.values.iter().flatten() {
                     let value = self.expand(v, base)?;
-                    self.judge_word("for", &value, Access::Read, base);
+                    self.judge_word("for", &value, Access::Read, base)?;
                 }
                 // The loop variable is not one of the known variables: uses of it are unknowable.
                 self.list(&f.body.list, base, depth)
@@ -199,15 +257,13 @@ impl Walker<'_> {
             }
             ExtendedTestExpr::UnaryTest(_, w) => {
                 let v = self.expand(w, base)?;
-                self.judge_word("[[", &v, Access::Read, base);
-                Ok(())
+                self.judge_word("[[", &v, Access::Read, base)
             }
             ExtendedTestExpr::BinaryTest(_, l, r) => {
                 let l = self.expand(l, base)?;
                 let r = self.expand(r, base)?;
-                self.judge_word("[[", &l, Access::Read, base);
-                self.judge_word("[[", &r, Access::Read, base);
-                Ok(())
+                self.judge_word("[[", &l, Access::Read, base)?;
+                self.judge_word("[[", &r, Access::Read, base)
             }
         }
     }
@@ -232,8 +288,7 @@ impl Walker<'_> {
                         | IoFileRedirectKind::Clobber
                         | IoFileRedirectKind::DuplicateOutput => Access::Write,
                     };
-                    self.push("redirection", &v, access, base);
-                    Ok(())
+                    self.push("redirection", &v, access, base)
                 }
                 IoFileRedirectTarget::Fd(_) => Ok(()),
                 IoFileRedirectTarget::ProcessSubstitution(..) => unknowable(
@@ -249,8 +304,7 @@ impl Walker<'_> {
             IoRedirect::HereString(_, w) => self.expand(w, base).map(drop),
             IoRedirect::OutputAndError(w, _) => {
                 let v = self.expand(w, base)?;
-                self.push("redirection", &v, Access::Write, base);
-                Ok(())
+                self.push("redirection", &v, Access::Write, base)
             }
         }
     }
@@ -266,6 +320,7 @@ impl Walker<'_> {
             match item {
                 CommandPrefixOrSuffixItem::IoRedirect(io) => self.redirect(io, base)?,
                 CommandPrefixOrSuffixItem::AssignmentWord(_, w) => {
+                    check_assignment(&w.value)?;
                     let raw = w.value.split_once('=').map_or(w.value.as_str(), |(_, v)| v);
                     let v = self.expand(
                         &Word {
@@ -274,7 +329,7 @@ impl Walker<'_> {
                         },
                         base,
                     )?;
-                    self.judge_word("assignment", &v, Access::Read, base);
+                    self.judge_word("assignment", &v, Access::Read, base)?;
                 }
                 CommandPrefixOrSuffixItem::Word(w) => words.push(self.expand(w, base)?),
                 CommandPrefixOrSuffixItem::ProcessSubstitution(..) => {
@@ -295,19 +350,56 @@ impl Walker<'_> {
 
     fn run(&mut self, name: &str, args: &[String], base: &mut Option<PathBuf>, depth: u8) -> Step {
         if name.contains('/') {
-            self.push("program", name, Access::Read, base);
+            self.push("program", name, Access::Read, base)?;
         }
         let program = name.rsplit('/').next().unwrap_or(name);
+        if !matches!(program, "cd" | "pushd" | "popd") && self.cwd_unjudged {
+            self.cwd_unjudged = false;
+            self.push("cd", ".", Access::Read, base)?;
+        }
         if self.allowed.iter().any(|a| a == program) {
             return Ok(()); // commands.allow: the command passes whole (its redirections were judged)
         }
         match program {
             "eval" => return unknowable("eval runs a string built at run time"),
-            "exec" | "command" | "nohup" | "time" | "nice" | "env" | "sudo" | "xargs"
-            | "timeout" | "stdbuf" => {
+            "make" | "gmake" | "ninja" | "just" | "cmake" => {
+                return unknowable(format!(
+                    "{program} runs recipes from a file whose commands cannot be judged here"
+                ));
+            }
+            "export" | "declare" | "typeset" | "local" | "readonly" => {
+                for a in args {
+                    check_assignment(a)?;
+                }
+                return Ok(());
+            }
+            "env" => {
+                // env [-i] [-u NAME] [-C DIR | --chdir=DIR] [NAME=VALUE]... [COMMAND [ARG]...]
+                let mut inner_base = base.clone();
+                let mut i = 0;
+                while let Some(a) = args.get(i) {
+                    if let Some(dir) = option_value(args, &mut i, "-C", "--chdir") {
+                        self.push("env -C", &dir, Access::Read, &inner_base)?;
+                        inner_base = Some(resolve(&inner_base, &dir));
+                    } else if a == "-S" || a.starts_with("--split-string") || a.starts_with("-S") {
+                        return unknowable("env -S splits a string into a command at run time");
+                    } else if a == "-u" || a == "--unset" {
+                        i += 1;
+                    } else if a.contains('=') && !a.starts_with('-') {
+                        check_assignment(a)?;
+                    } else if !a.starts_with('-') {
+                        let rest = args.get(i + 1..).unwrap_or(&[]);
+                        return self.run(a, rest, &mut inner_base, depth);
+                    }
+                    i += 1;
+                }
+                return Ok(());
+            }
+            "exec" | "command" | "nohup" | "time" | "nice" | "sudo" | "xargs" | "timeout"
+            | "stdbuf" => {
                 let rest: Vec<String> = args
                     .iter()
-                    .skip_while(|a| a.starts_with('-') || a.contains('=') && program == "env")
+                    .skip_while(|a| a.starts_with('-'))
                     .cloned()
                     .collect();
                 if program == "xargs" {
@@ -327,8 +419,8 @@ impl Walker<'_> {
                         return unknowable("`cd -` goes back to a directory not known here");
                     }
                     Some(t) => {
-                        self.push("cd", t, Access::Read, base);
-                        let next = resolve(base, t);
+                        let t = expand_tilde(t, self.home);
+                        let next = resolve(base, &t);
                         // A `cd` that fails leaves the shell where it was (after `;`, `||`, or in a
                         // script), so later relative paths would resolve against the old directory.
                         if !std::fs::metadata(&next).is_ok_and(|m| m.is_dir()) {
@@ -340,71 +432,172 @@ impl Walker<'_> {
                     }
                     None => *base = Some(PathBuf::from(self.home)),
                 }
+                self.cds += 1;
+                self.cwd_unjudged = true;
                 return Ok(());
             }
+            "popd" => return unknowable("popd goes back to a directory not known here"),
             "source" | "." => {
                 if let Some(f) = args.first() {
-                    self.push("source", f, Access::Read, base);
+                    self.push("source", f, Access::Read, base)?;
                 }
-                return Ok(());
+                return unknowable(
+                    "a sourced file runs commands whose effects cannot be judged here",
+                );
             }
             _ => {}
         }
         if SHELLS.contains(&program) {
             if let Some(i) = args.iter().position(|a| {
                 a == "-c" || (a.starts_with('-') && !a.starts_with("--") && a.contains('c'))
-            }) && let Some(script) = args.get(i + 1)
-            {
-                self.program(script, base.clone(), depth + 1)?;
-                return Ok(());
+            }) {
+                // `bash -c -- 'script'`: the script is the first word after the options.
+                let script = args
+                    .get(i + 1..)
+                    .unwrap_or(&[])
+                    .iter()
+                    .find(|a| a.as_str() != "--");
+                if let Some(script) = script {
+                    self.program(script, base.clone(), depth + 1)?;
+                    return Ok(());
+                }
             }
-            for f in args.iter().filter(|a| !a.starts_with('-')) {
-                self.push("script", f, Access::Read, base);
-            }
-            return Ok(());
+            return unknowable(format!(
+                "{program} runs a script from a file or its input, whose commands cannot be judged here"
+            ));
         }
         if INTERPRETERS.contains(&program) {
             let mut code_next = false;
+            let mut one_liner = false;
             for a in args {
                 if code_next {
                     for token in code_paths(a) {
-                        self.push("one-liner", &token, Access::Read, base);
+                        self.push("one-liner", &token, Access::Read, base)?;
                     }
                     code_next = false;
+                    one_liner = true;
                     continue;
                 }
                 if a == "-c" || a == "-e" || a == "-E" || a == "--eval" || a == "-p" {
                     code_next = true;
-                } else if !a.starts_with('-') {
-                    self.push("script", a, Access::Read, base);
+                } else if !a.starts_with('-') && !one_liner {
+                    return unknowable(format!(
+                        "{program} runs a script file whose effects cannot be judged here"
+                    ));
                 }
+            }
+            if !one_liner && !args.iter().any(|a| a == "--version" || a == "-V") {
+                return unknowable(format!(
+                    "{program} reads its program from its input, which cannot be judged here"
+                ));
             }
             return Ok(());
         }
-        let operands: Vec<&String> = {
-            let mut after_dashdash = false;
-            let mut v = Vec::new();
-            for a in args {
-                if after_dashdash {
-                    v.push(a);
-                } else if a == "--" {
-                    after_dashdash = true;
-                } else if let Some((_, value)) = a.split_once('=').filter(|_| a.starts_with('-')) {
-                    if value.contains('/') {
-                        self.push("option", value, Access::Read, base);
-                    }
-                } else if !a.starts_with('-') || a == "-" {
-                    v.push(a);
+        if program == "git"
+            && args
+                .iter()
+                .any(|a| a == "-c" || a.starts_with("--config-env") || a.starts_with("-c"))
+        {
+            return unknowable(
+                "git -c sets configuration that can run programs (diff.external, core.fsmonitor, ...)",
+            );
+        }
+        if program == "tar"
+            && args.iter().any(|a| {
+                a == "-T"
+                    || a.starts_with("--files-from")
+                    || a.starts_with("-P")
+                    || a == "--absolute-names"
+                    || (a.starts_with('-')
+                        && !a.starts_with("--")
+                        && (a.contains('T') || a.contains('P')))
+            })
+        {
+            return unknowable(
+                "tar reads member names from a list or keeps absolute names, which cannot be judged here",
+            );
+        }
+        if program == "curl"
+            && args
+                .iter()
+                .any(|a| a.to_ascii_lowercase().contains("file:"))
+        {
+            return unknowable("curl file:// reads local files named at run time");
+        }
+        if matches!(program, "sed" | "awk" | "gawk" | "mawk" | "perl")
+            && args.iter().any(|a| script_writes(program, a))
+        {
+            return unknowable(format!("{program}'s script writes files it names itself"));
+        }
+        let options = program_options(program);
+        let recursive = is_recursive(program, args);
+        let mut operands: Vec<String> = Vec::new();
+        let mut i = 0;
+        let mut after_dashdash = false;
+        let mut pattern_pending = options.pattern_first;
+        while let Some(a) = args.get(i) {
+            if after_dashdash || !a.starts_with('-') || a == "-" {
+                if pattern_pending {
+                    pattern_pending = false; // grep PATTERN, sed SCRIPT, awk PROGRAM: not a path
+                } else {
+                    operands.push(a.clone());
                 }
+                i += 1;
+                continue;
             }
-            v
-        };
+            if a == "--" {
+                after_dashdash = true;
+                i += 1;
+                continue;
+            }
+            let mut matched = false;
+            for (short, long, access) in options.path_options {
+                let at = i;
+                if let Some(value) = option_value(args, &mut i, short, long) {
+                    if *short == "-C" && program != "tar" {
+                        // git -C DIR, make -C DIR: the rest runs there.
+                        self.push("option", &value, Access::Read, base)?;
+                        let dir = resolve(base, &value);
+                        *base = Some(dir);
+                    } else if *short == "-C" {
+                        let target = resolve(base, &value).to_string_lossy().into_owned();
+                        self.recursive.push(("tar -C".to_string(), target, *access));
+                    } else {
+                        self.push("option", &value, *access, base)?;
+                    }
+                    matched = true;
+                    break;
+                }
+                i = at;
+            }
+            if matched {
+                i += 1;
+                continue;
+            }
+            if options.pattern_first
+                && (a == "-e" || a == "-f" || a.starts_with("--regexp") || a.starts_with("-e"))
+            {
+                pattern_pending = false; // the pattern came as an option
+                if a == "-e" {
+                    i += 1;
+                }
+            } else if let Some((_, value)) = a.split_once('=')
+                && value.contains('/')
+            {
+                self.push("option", value, Access::Read, base)?;
+            }
+            i += 1;
+        }
         let writes_all = WRITERS.contains(&program)
             || (program == "sed"
                 && args
                     .iter()
                     .any(|a| a.starts_with("-i") || a == "--in-place"));
         let last = operands.len().saturating_sub(1);
+        let recursion_default = operands.is_empty() && recursive;
+        if recursion_default {
+            operands.push(".".to_string());
+        }
         for (i, a) in operands.iter().enumerate() {
             if a.as_str() == "-" {
                 continue;
@@ -419,35 +612,104 @@ impl Walker<'_> {
             if program == "dd" {
                 // dd's operands are if=/of=.
                 if let Some(f) = a.strip_prefix("if=") {
-                    self.push("dd if", f, Access::Read, base);
+                    self.push("dd if", f, Access::Read, base)?;
                 } else if let Some(f) = a.strip_prefix("of=") {
-                    self.push("dd of", f, Access::Write, base);
+                    self.push("dd of", f, Access::Write, base)?;
                 }
                 continue;
             }
-            self.push("argument", a, access, base);
+            if options.on_link {
+                // rm, unlink, mv, ls -l, readlink, stat: the operation is on the entry itself.
+                self.push_entry("argument", a, access, base)?;
+            } else {
+                self.push("argument", a, access, base)?;
+            }
+            if recursive {
+                let start = self.out.len().saturating_sub(1);
+                if let Some((_, path, _)) = self.out.get(start).cloned() {
+                    self.recursive.push(("recursive".to_string(), path, access));
+                }
+            }
         }
         Ok(())
     }
 
     /// A word whose meaning is a value, not necessarily a path (for-lists, test operands, assignments):
     /// judged only when it looks like one.
-    fn judge_word(&mut self, field: &str, value: &str, access: Access, base: &Option<PathBuf>) {
+    fn judge_word(
+        &mut self,
+        field: &str,
+        value: &str,
+        access: Access,
+        base: &Option<PathBuf>,
+    ) -> Step {
         if value.contains('/') || value.starts_with('.') {
-            self.push(field, value, access, base);
+            self.push(field, value, access, base)?;
         }
+        Ok(())
     }
 
-    fn push(&mut self, field: &str, value: &str, access: Access, base: &Option<PathBuf>) {
+    /// A path a command names, resolved against the command's directory; a glob is expanded against the
+    /// filesystem as bash would, and every match judged (with the directory it starts from).
+    fn push(&mut self, field: &str, value: &str, access: Access, base: &Option<PathBuf>) -> Step {
+        self.push_as(field, value, access, base, false)
+    }
+
+    /// As [`Walker::push`], for an operation on the entry itself (`rm link`, `ls -l link`): judged on the
+    /// link, not where it points.
+    fn push_entry(
+        &mut self,
+        field: &str,
+        value: &str,
+        access: Access,
+        base: &Option<PathBuf>,
+    ) -> Step {
+        self.push_as(field, value, access, base, true)
+    }
+
+    fn push_as(
+        &mut self,
+        field: &str,
+        value: &str,
+        access: Access,
+        base: &Option<PathBuf>,
+        entry: bool,
+    ) -> Step {
         if value.is_empty() {
-            return;
+            return Ok(());
         }
-        let literal = literal_prefix(value);
+        let value = expand_tilde(value, self.home);
+        if self.cwd_unknown && !value.starts_with('/') {
+            return unknowable(format!(
+                "'{value}' is relative, and a `cd` before it may or may not have run"
+            ));
+        }
+        let field = if entry { ENTRY_FIELD } else { field };
+        if value.contains(['*', '?', '[']) {
+            let literal = literal_prefix(&value);
+            let start = match base {
+                Some(_) => resolve(base, &literal),
+                None => PathBuf::from(&literal),
+            };
+            self.out.push((
+                field.to_string(),
+                start.to_string_lossy().into_owned(),
+                access,
+            ));
+            if base.is_some() || value.starts_with('/') {
+                for m in glob_matches(&resolve(base, &value))? {
+                    self.out
+                        .push((field.to_string(), m.to_string_lossy().into_owned(), access));
+                }
+            }
+            return Ok(());
+        }
         let path = match base {
-            Some(_) => resolve(base, &literal).to_string_lossy().into_owned(),
-            None => literal,
+            Some(_) => resolve(base, &value).to_string_lossy().into_owned(),
+            None => value,
         };
         self.out.push((field.to_string(), path, access));
+        Ok(())
     }
 
     /// The word's value after quote removal, or unknowable when it depends on the run.
@@ -471,9 +733,23 @@ impl Walker<'_> {
     ) -> Step {
         for p in pieces {
             match &p.piece {
-                WordPiece::Text(t)
-                | WordPiece::SingleQuotedText(t)
-                | WordPiece::AnsiCQuotedText(t) => out.push_str(t),
+                WordPiece::Text(t) => {
+                    if has_brace_expansion(t) {
+                        return unknowable(format!(
+                            "'{raw}' uses brace expansion, which makes several words of one"
+                        ));
+                    }
+                    out.push_str(t)
+                }
+                WordPiece::SingleQuotedText(t) => out.push_str(t),
+                WordPiece::AnsiCQuotedText(t) => {
+                    if t.contains('\\') {
+                        return unknowable(format!(
+                            "'{raw}' uses $'...' escapes, whose bytes are not judged here"
+                        ));
+                    }
+                    out.push_str(t)
+                }
                 WordPiece::EscapeSequence(e) => out.push_str(e.strip_prefix('\\').unwrap_or(e)),
                 WordPiece::DoubleQuotedSequence(inner)
                 | WordPiece::GettextDoubleQuotedSequence(inner) => {
@@ -523,6 +799,229 @@ impl Walker<'_> {
         }
         Ok(())
     }
+}
+
+/// The field of a request judged on the entry itself, not where a symlink there points.
+pub(crate) const ENTRY_FIELD: &str = "entry";
+
+/// Variables whose value later words depend on (`~`, `$PWD`, `cd` lookups): assigning one makes what
+/// follows unknowable.
+const SHELL_STATE: &[&str] = &["HOME", "PWD", "OLDPWD", "CDPATH", "BASH_ENV", "ENV"];
+
+fn check_assignment(word: &str) -> Step {
+    let name = word.split_once('=').map_or(word, |(n, _)| n);
+    let name = name.trim_end_matches('+');
+    if SHELL_STATE.contains(&name) {
+        return unknowable(format!(
+            "it assigns {name}, which changes what later paths (or the shells it starts) mean"
+        ));
+    }
+    Ok(())
+}
+
+/// A raw leading `~` means the home directory (callers other than Claude Code may not expand it).
+fn expand_tilde(value: &str, home: &str) -> String {
+    match value.strip_prefix('~') {
+        Some(rest) if rest.is_empty() || rest.starts_with('/') => format!("{home}{rest}"),
+        _ => value.to_string(),
+    }
+}
+
+/// Unquoted `{a,b}` or `{1..3}`: bash makes several words of it.
+fn has_brace_expansion(text: &str) -> bool {
+    let Some(open) = text.find('{') else {
+        return false;
+    };
+    let rest = text.get(open + 1..).unwrap_or("");
+    rest.find('}')
+        .and_then(|close| rest.get(..close))
+        .is_some_and(|inner| inner.contains(',') || inner.contains(".."))
+}
+
+/// At most this many entries are read while expanding one glob; past it the command is unknowable.
+const MAX_GLOB_ENTRIES: usize = 10_000;
+
+/// What bash's pathname expansion gives `pattern` (absolute): each component with `*`, `?` or `[` is
+/// matched against the names in the directories reached so far (a leading `.` only by a pattern that
+/// starts with one; `**` is `*`, as without `globstar`).
+fn glob_matches(pattern: &Path) -> Result<Vec<PathBuf>, Unknowable> {
+    let mut current = vec![PathBuf::from("/")];
+    let mut read = 0usize;
+    for component in pattern.components().skip(1) {
+        let name = component.as_os_str().to_string_lossy();
+        if !name.contains(['*', '?', '[']) {
+            for c in &mut current {
+                c.push(component);
+            }
+            continue;
+        }
+        let Ok(glob) = globset::GlobBuilder::new(&name)
+            .literal_separator(true)
+            .build()
+        else {
+            return unknowable(format!("cannot read the glob '{name}'"));
+        };
+        let matcher = glob.compile_matcher();
+        let mut next = Vec::new();
+        for dir in &current {
+            let Ok(entries) = std::fs::read_dir(dir) else {
+                continue;
+            };
+            for e in entries.flatten() {
+                read += 1;
+                if read > MAX_GLOB_ENTRIES {
+                    return unknowable(format!(
+                        "'{}' matches too many names to judge before it runs",
+                        pattern.display()
+                    ));
+                }
+                let file_name = e.file_name();
+                let text = file_name.to_string_lossy();
+                if text.starts_with('.') && !name.starts_with('.') {
+                    continue;
+                }
+                if matcher.is_match(text.as_ref()) {
+                    next.push(dir.join(&file_name));
+                }
+            }
+        }
+        current = next;
+    }
+    Ok(current)
+}
+
+/// Whether a sed, awk or perl script argument writes files itself (`w file`, `print > file`, `open`).
+fn script_writes(program: &str, arg: &str) -> bool {
+    match program {
+        "sed" => {
+            arg.contains('w') && (arg.contains("w ") || arg.contains("w/") || arg.contains("W "))
+        }
+        "awk" | "gawk" | "mawk" => arg.contains('>') || arg.contains('|') || arg.contains("system"),
+        _ => false,
+    }
+}
+
+/// How one program's arguments name paths.
+struct ProgramOptions {
+    /// Options whose value is a path: (short, long, access). `-C` changes the directory.
+    path_options: &'static [(&'static str, &'static str, Access)],
+    /// The first operand is a pattern or a script, not a path (grep, sed, awk), unless given by option.
+    pattern_first: bool,
+    /// The operands are entries operated on themselves (rm, unlink, mv), not followed through symlinks.
+    on_link: bool,
+}
+
+fn program_options(program: &str) -> ProgramOptions {
+    use Access::{Read, Write};
+    let (path_options, pattern_first, on_link): (
+        &'static [(&'static str, &'static str, Access)],
+        bool,
+        bool,
+    ) = match program {
+        "sort" => (&[("-o", "--output", Write)], false, false),
+        "cp" | "ln" | "install" => (&[("-t", "--target-directory", Write)], false, false),
+        "mv" => (&[("-t", "--target-directory", Write)], false, true),
+        "rm" | "unlink" | "readlink" => (&[], false, true),
+        "grep" | "egrep" | "fgrep" | "rg" | "ag" => (&[("-f", "--file", Read)], true, false),
+        "sed" => (&[("-f", "--file", Read)], true, false),
+        "awk" | "gawk" | "mawk" => (&[("-f", "--file", Read)], true, false),
+        "tar" => (
+            &[("-f", "--file", Write), ("-C", "--directory", Write)],
+            false,
+            false,
+        ),
+        "git" => (&[("-C", "", Read)], false, false),
+        "gcc" | "cc" | "g++" | "c++" | "clang" | "clang++" | "ld" | "as" => {
+            (&[("-o", "", Write)], false, false)
+        }
+        "curl" => (
+            &[
+                ("-o", "--output", Write),
+                ("-K", "--config", Read),
+                ("-T", "--upload-file", Read),
+            ],
+            false,
+            false,
+        ),
+        "wget" => (
+            &[
+                ("-O", "--output-document", Write),
+                ("-i", "--input-file", Read),
+            ],
+            false,
+            false,
+        ),
+        "patch" => (
+            &[("-i", "--input", Read), ("-o", "--output", Write)],
+            false,
+            false,
+        ),
+        _ => (&[], false, false),
+    };
+    ProgramOptions {
+        path_options,
+        pattern_first,
+        on_link,
+    }
+}
+
+/// Whether the program reads or changes its directory operands recursively.
+fn is_recursive(program: &str, args: &[String]) -> bool {
+    let short = |letters: &str| {
+        args.iter().any(|a| {
+            a.starts_with('-')
+                && !a.starts_with("--")
+                && a.chars().skip(1).any(|c| letters.contains(c))
+        })
+    };
+    let long = |names: &[&str]| args.iter().any(|a| names.iter().any(|n| a.starts_with(n)));
+    match program {
+        "rg" | "ag" | "find" | "du" | "tree" | "tar" => true,
+        "grep" | "egrep" | "fgrep" => {
+            short("rR") || long(&["--recursive", "--dereference-recursive"])
+        }
+        "rm" => short("rR") || long(&["--recursive"]),
+        "cp" | "scp" => short("rRa") || long(&["--recursive", "--archive"]),
+        "rsync" => short("ra") || long(&["--recursive", "--archive"]),
+        "chmod" | "chown" | "chgrp" | "setfacl" | "ls" => short("R") || long(&["--recursive"]),
+        "zip" => short("r") || long(&["--recurse-paths"]),
+        _ => false,
+    }
+}
+
+/// The value of option `short`/`long` at `args[*i]` (`-o FILE`, `-oFILE`, `-xzf FILE` in a cluster of
+/// flags, `--output=FILE`, `--output FILE`), advancing `*i` past a separate value.
+fn option_value(args: &[String], i: &mut usize, short: &str, long: &str) -> Option<String> {
+    let a = args.get(*i)?;
+    if !long.is_empty() {
+        if let Some(v) = a.strip_prefix(long).and_then(|r| r.strip_prefix('=')) {
+            return Some(v.to_string());
+        }
+        if a == long {
+            *i += 1;
+            return args.get(*i).cloned();
+        }
+    }
+    if short.is_empty() {
+        return None;
+    }
+    if a == short {
+        *i += 1;
+        return args.get(*i).cloned();
+    }
+    let letter = short.chars().nth(1)?;
+    let flags = a.strip_prefix('-').filter(|f| !f.starts_with('-'))?;
+    // A cluster of single-letter flags ends with the option: the rest of the word, or the next one.
+    let pos = flags.find(letter)?;
+    if !flags.get(..pos)?.chars().all(|c| c.is_ascii_alphabetic()) {
+        return None;
+    }
+    let rest = flags.get(pos + 1..)?;
+    if rest.is_empty() {
+        *i += 1;
+        return args.get(*i).cloned();
+    }
+    Some(rest.to_string())
 }
 
 fn no_substitution(text: &str) -> Step {

@@ -8,7 +8,13 @@ use stockade_policy::{
     ResolvedPolicy, ToolDecision,
 };
 
-use crate::bash::BashAnalysis;
+use crate::bash::{BashAnalysis, ENTRY_FIELD};
+
+/// The field of a directory a Bash command reads or changes recursively: everything beneath it is judged.
+const RECURSIVE_FIELD: &str = "recursive";
+
+/// Entries examined beneath one recursive operand before the command counts as unknowable.
+const MAX_RECURSIVE_ENTRIES: usize = 20_000;
 use crate::input::HookInput;
 
 /// Argument names that carry paths in tools the hook does not know by name (MCP tools and new tools).
@@ -182,8 +188,20 @@ pub fn judge(policy: &ResolvedPolicy, input: &HookInput) -> Judgement {
                 );
             }
         };
-        let resolved =
-            AbsPath::new(Path::new(&written), base).and_then(|a| resolver.resolve(a.as_path()));
+        let resolved = AbsPath::new(Path::new(&written), base).and_then(|a| {
+            // An operation on an entry itself (rm, mv, ls -l of a symlink) is judged where the entry
+            // is: its directory resolved, its own name kept.
+            match (
+                field == ENTRY_FIELD,
+                a.as_path().parent(),
+                a.as_path().file_name(),
+            ) {
+                (true, Some(parent), Some(name)) => resolver
+                    .resolve(parent)
+                    .map(|p| CanonicalPath::assume_canonical(p.as_path().join(name))),
+                _ => resolver.resolve(a.as_path()),
+            }
+        });
         let path = match resolved {
             Ok(p) => p,
             Err(e) => return deny(tool, format!("{field} '{written}' cannot be resolved: {e}")),
@@ -202,6 +220,8 @@ pub fn judge(policy: &ResolvedPolicy, input: &HookInput) -> Judgement {
         let reason = denial
             .as_ref()
             .map(|d| format!("{tool} {field} '{written}': {d}"));
+        let recursive_dir =
+            (field == RECURSIVE_FIELD && path.exists()).then(|| path.as_path().to_path_buf());
         touches.push(Touch {
             field,
             written,
@@ -210,6 +230,17 @@ pub fn judge(policy: &ResolvedPolicy, input: &HookInput) -> Judgement {
             decision,
         });
         let (Some(d), Some(reason)) = (denial, reason) else {
+            if let Some(dir) = &recursive_dir
+                && let Some(verdict) = judge_beneath(policy, &mut resolver, tool, dir, access)
+            {
+                return Judgement {
+                    tool: tool.to_string(),
+                    verdict,
+                    touches,
+                    denial: None,
+                    sandbox_command: None,
+                };
+            }
             continue;
         };
         return Judgement {
@@ -248,6 +279,63 @@ pub fn judge(policy: &ResolvedPolicy, input: &HookInput) -> Judgement {
 }
 
 type Request = (String, String, Access);
+
+/// A recursive Bash operand: every entry beneath `dir`, and where each symlink there leads, must allow
+/// `access`. `None` when it does; otherwise the refusal (or, past [`MAX_RECURSIVE_ENTRIES`], the policy's
+/// answer for what cannot be judged).
+fn judge_beneath(
+    policy: &ResolvedPolicy,
+    resolver: &mut PathResolver,
+    tool: &str,
+    dir: &Path,
+    access: Access,
+) -> Option<Verdict> {
+    let mut stack = vec![dir.to_path_buf()];
+    let mut seen = 0usize;
+    while let Some(d) = stack.pop() {
+        let Ok(entries) = std::fs::read_dir(&d) else {
+            continue;
+        };
+        for e in entries.flatten() {
+            seen += 1;
+            if seen > MAX_RECURSIVE_ENTRIES {
+                let reason = format!(
+                    "this Bash command recurses into '{}', which holds more than {MAX_RECURSIVE_ENTRIES} entries to judge; run it sandboxed (hook.bash = \"sandbox\") or narrow it",
+                    dir.display()
+                );
+                return Some(match policy.on_unknowable() {
+                    OnUnknowable::Ask => Verdict::Ask { reason },
+                    OnUnknowable::Deny | _ => Verdict::Deny { reason },
+                });
+            }
+            let path = e.path();
+            let is_link = e.file_type().is_ok_and(|t| t.is_symlink());
+            let judged = if is_link {
+                // Recursive tools that follow symlinks (grep -R, cp -L, tar -h) reach the target.
+                match resolver.resolve(&path) {
+                    Ok(target) => target,
+                    Err(_) => continue,
+                }
+            } else {
+                CanonicalPath::assume_canonical(path.clone())
+            };
+            let decision = policy.decide(&judged, access);
+            if let Some(d) = policy.denial(&judged, access, decision) {
+                return Some(Verdict::Deny {
+                    reason: format!(
+                        "{tool} recurses into '{}' and would reach '{}': {d}",
+                        dir.display(),
+                        path.display()
+                    ),
+                });
+            }
+            if !is_link && e.file_type().is_ok_and(|t| t.is_dir()) {
+                stack.push(path);
+            }
+        }
+    }
+    None
+}
 
 /// Sandboxed Bash gets a private `/tmp` and `/var/tmp` where the policy grants nothing there
 /// ([`ResolvedPolicy::private_tmp_dirs`]): a path in them names the run's own empty directory, not the
@@ -350,7 +438,21 @@ fn bash(args: &Value, policy: &ResolvedPolicy, cwd: Option<&str>) -> Result<Vec<
     };
     let home = policy.variables().get("HOME").unwrap_or("/nonexistent");
     match crate::bash::analyze(command, cwd, home, policy.commands_allow()) {
-        BashAnalysis::Paths(paths) => Ok(paths),
+        BashAnalysis::Paths {
+            mut paths,
+            recursive,
+        } => {
+            // What a recursive command reaches beneath a directory is walked only in judge mode: in
+            // sandbox mode the kernel stops it, and the pre-filter must stay fast.
+            if policy.hook().bash == BashMode::Judge {
+                paths.extend(
+                    recursive
+                        .into_iter()
+                        .map(|(_, path, access)| (RECURSIVE_FIELD.to_string(), path, access)),
+                );
+            }
+            Ok(paths)
+        }
         // Sandboxed Bash: what parsing cannot see, the kernel enforces.
         BashAnalysis::Unknowable(_) if policy.hook().bash == BashMode::Sandbox => Ok(Vec::new()),
         BashAnalysis::Unknowable(why) => {
