@@ -1,8 +1,8 @@
 //! Built-in profiles, written in the same TOML shape a user's file uses and loaded by the same code.
 //!
-//! `system` is the shared base (system directories readable, known secrets denied, a small environment);
-//! it is not meant to be picked alone but can be. The three public ones are `workspace-write` (the
-//! default), `read-only` and `cross-project`.
+//! `secrets` is the shared base (known secrets denied, a small environment, no network), and `system` adds
+//! the system directories and the home directory readable; neither is meant to be picked alone, but both
+//! can be. The public ones are `workspace-write` (the default), `read-only`, `cross-project` and `worktree`.
 
 /// The names users may pick, in the order `--help` lists them.
 pub const BUILTIN_PROFILES: &[&str] = &[
@@ -11,6 +11,7 @@ pub const BUILTIN_PROFILES: &[&str] = &[
     "cross-project",
     "worktree",
     "system",
+    "secrets",
 ];
 
 /// System directories a confined program needs to run (readable in the quarantine and orchestrator runs,
@@ -81,15 +82,10 @@ pub const DEFAULT_PROFILE: &str = "workspace-write";
 
 /// The built-in policy source. Line numbers in `explain` refer to this text (`stockade profile show`).
 pub const BUILTIN_TOML: &str = r#"
-[profile.system]
-base = "${CWD}"
-fs.read = [
-  "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32",
-  "/etc", "/opt", "/sys",
-  # Often a symlink into /run (systemd-resolved); granting the name grants where it leads.
-  "/etc/resolv.conf",
-  "${HOME}",
-]
+# What every built-in denies whatever else it grants (known secrets), the small environment it passes,
+# and no network: the base of `system` and of `worktree`.
+[profile.secrets]
+base = "/"
 fs.deny = [
   "~/.ssh", "~/.aws", "~/.gnupg", "~/.config/gh", "~/.netrc", "~/.docker", "~/.kube",
   "~/.git-credentials", "~/.config/stockade", "~/.local/state/stockade",
@@ -104,6 +100,17 @@ env.pass = [
   "TERM", "COLORTERM", "NO_COLOR", "TZ",
 ]
 net = "none"
+
+[profile.system]
+extends = "secrets"
+base = "${CWD}"
+fs.read = [
+  "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32",
+  "/etc", "/opt", "/sys",
+  # Often a symlink into /run (systemd-resolved); granting the name grants where it leads.
+  "/etc/resolv.conf",
+  "${HOME}",
+]
 
 [profile.workspace-write]
 extends = "system"
@@ -126,6 +133,7 @@ fs.read = ["${CWD}"]
 # rest of $HOME (other projects included) is not granted at all. Needs --worktree (and --agent);
 # --repo-root defaults to the main repo.
 [profile.worktree]
+extends = "secrets"
 base = "${REPO_ROOT}"
 fs.runtime = [
   "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/opt", "/sys",
@@ -148,16 +156,7 @@ fs.read-only = [
 fs.deny = [
   "${REPO_ROOT}", ".ittybitty/agents",
   "~/.cargo/credentials", "~/.cargo/credentials.toml", "~/.config/git/credentials",
-  "/etc/shadow", "/etc/gshadow", "/etc/shadow-", "/etc/gshadow-",
-  "/etc/sudoers", "/etc/sudoers.d", "/etc/ssl/private",
-  "/etc/ssh/ssh_host_rsa_key", "/etc/ssh/ssh_host_ecdsa_key", "/etc/ssh/ssh_host_ed25519_key",
-  "/etc/ssh/ssh_host_dsa_key",
 ]
-env.pass = [
-  "PATH", "HOME", "USER", "LOGNAME", "SHELL", "LANG", "LANGUAGE", "LC_ALL", "LC_CTYPE",
-  "TERM", "COLORTERM", "NO_COLOR", "TZ",
-]
-net = "none"
 
 [profile.cross-project]
 extends = "system"

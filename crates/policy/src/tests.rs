@@ -426,12 +426,14 @@ mod properties {
     }
 }
 
-/// The lists the quarantine and orchestrator runs use are the built-in `system` profile's, written twice
-/// (once as constants, once in the TOML whose line numbers `explain` shows): they must not drift apart.
+/// The lists the quarantine and orchestrator runs use are the built-in `system` and `secrets` profiles',
+/// written twice (once as constants, once in the TOML whose line numbers `explain` shows): they must not
+/// drift apart.
 #[test]
 fn system_lists_match_the_builtin_system_profile() {
     let file: crate::file::PolicyFile = toml::from_str(crate::BUILTIN_TOML).unwrap();
     let system = &file.profile.get("system").unwrap().fs;
+    let secrets = &file.profile.get("secrets").unwrap().fs;
     let read: Vec<&str> = system.read.iter().map(|s| s.get_ref().as_str()).collect();
     for dir in crate::SYSTEM_READ_DIRS {
         assert!(
@@ -439,7 +441,7 @@ fn system_lists_match_the_builtin_system_profile() {
             "{dir} is not read by the system profile"
         );
     }
-    let absolute_denies: Vec<&str> = system
+    let absolute_denies: Vec<&str> = secrets
         .deny
         .iter()
         .map(|s| s.get_ref().as_str())
