@@ -524,7 +524,7 @@ impl Walker<'_> {
         {
             return unknowable("curl file:// reads local files named at run time");
         }
-        if matches!(program, "sed" | "awk" | "gawk" | "mawk" | "perl")
+        if matches!(program, "sed" | "awk" | "gawk" | "mawk")
             && args.iter().any(|a| script_writes(program, a))
         {
             return unknowable(format!("{program}'s script writes files it names itself"));
@@ -618,17 +618,27 @@ impl Walker<'_> {
                 }
                 continue;
             }
-            if options.on_link {
-                // rm, unlink, mv, ls -l, readlink, stat: the operation is on the entry itself.
-                self.push_entry("argument", a, access, base)?;
+            // rm, unlink, mv, readlink: the operation is on the entry itself.
+            let field = if options.on_link {
+                ENTRY_FIELD
             } else {
-                self.push("argument", a, access, base)?;
-            }
+                "argument"
+            };
+            let first = self.out.len();
+            self.push(field, a, access, base)?;
             if recursive {
-                let start = self.out.len().saturating_sub(1);
-                if let Some((_, path, _)) = self.out.get(start).cloned() {
-                    self.recursive.push(("recursive".to_string(), path, access));
-                }
+                // Every path the operand became is recursed into: a glob's matches (not the directory
+                // they were found in, pushed first), or, with none, that directory.
+                let pushed = self.out.get(first..).unwrap_or(&[]);
+                let pushed = match pushed {
+                    [_start, matches @ ..] if !matches.is_empty() => matches.to_vec(),
+                    all => all.to_vec(),
+                };
+                self.recursive.extend(
+                    pushed
+                        .into_iter()
+                        .map(|(_, path, _)| ("recursive".to_string(), path, access)),
+                );
             }
         }
         Ok(())
@@ -650,31 +660,9 @@ impl Walker<'_> {
     }
 
     /// A path a command names, resolved against the command's directory; a glob is expanded against the
-    /// filesystem as bash would, and every match judged (with the directory it starts from).
+    /// filesystem as bash would, and every match judged (with the directory it starts from). `field`
+    /// [`ENTRY_FIELD`] asks for the entry itself to be judged (`rm link`), not where a symlink there points.
     fn push(&mut self, field: &str, value: &str, access: Access, base: &Option<PathBuf>) -> Step {
-        self.push_as(field, value, access, base, false)
-    }
-
-    /// As [`Walker::push`], for an operation on the entry itself (`rm link`, `ls -l link`): judged on the
-    /// link, not where it points.
-    fn push_entry(
-        &mut self,
-        field: &str,
-        value: &str,
-        access: Access,
-        base: &Option<PathBuf>,
-    ) -> Step {
-        self.push_as(field, value, access, base, true)
-    }
-
-    fn push_as(
-        &mut self,
-        field: &str,
-        value: &str,
-        access: Access,
-        base: &Option<PathBuf>,
-        entry: bool,
-    ) -> Step {
         if value.is_empty() {
             return Ok(());
         }
@@ -684,7 +672,6 @@ impl Walker<'_> {
                 "'{value}' is relative, and a `cd` before it may or may not have run"
             ));
         }
-        let field = if entry { ENTRY_FIELD } else { field };
         if value.contains(['*', '?', '[']) {
             let literal = literal_prefix(&value);
             let start = match base {
@@ -890,7 +877,7 @@ fn glob_matches(pattern: &Path) -> Result<Vec<PathBuf>, Unknowable> {
     Ok(current)
 }
 
-/// Whether a sed, awk or perl script argument writes files itself (`w file`, `print > file`, `open`).
+/// Whether a sed or awk script argument writes files itself (`w file`, `print > file`, a pipe, `system`).
 fn script_writes(program: &str, arg: &str) -> bool {
     match program {
         "sed" => {
@@ -1078,5 +1065,22 @@ mod tests {
             code_paths("open('/etc/shadow').read(); x = '../up'"),
             vec!["/etc/shadow", "../up"]
         );
+    }
+
+    /// A recursive command over a glob recurses into every match, not only the last one judged.
+    #[test]
+    fn every_glob_match_of_a_recursive_operand_is_recursed_into() {
+        let dir = tempfile::tempdir().unwrap();
+        for d in ["d1", "d2", "e"] {
+            std::fs::create_dir(dir.path().join(d)).unwrap();
+        }
+        let cwd = dir.path().to_str().unwrap();
+        let BashAnalysis::Paths { recursive, .. } = analyze("grep -r x d*", Some(cwd), "/h", &[])
+        else {
+            panic!("unknowable");
+        };
+        let mut dirs: Vec<String> = recursive.into_iter().map(|(_, p, _)| p).collect();
+        dirs.sort();
+        assert_eq!(dirs, vec![format!("{cwd}/d1"), format!("{cwd}/d2")]);
     }
 }

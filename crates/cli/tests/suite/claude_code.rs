@@ -42,39 +42,8 @@ impl Seed003 {
         d.write("work/README.md", "main repo\n")
             .write("work/secret.txt", "MAIN-REPO-SECRET\n")
             .write("work/src/main.rs", "fn main() {}\n")
-            .mkdir("home");
-        let git = |args: &[&str]| {
-            let st = Command::new("git")
-                .args(args)
-                .current_dir(d.work())
-                .env("GIT_CONFIG_GLOBAL", "/dev/null")
-                .stdout(Stdio::null())
-                .status()
-                .unwrap();
-            assert!(st.success(), "git {args:?}");
-        };
-        git(&["init", "-q", "-b", "main"]);
-        git(&["add", "."]);
-        git(&[
-            "-c",
-            "user.name=t",
-            "-c",
-            "user.email=t@t",
-            "commit",
-            "-qm",
-            "init",
-        ]);
-        for a in ["a1", "a2"] {
-            d.mkdir(&format!("work/.ittybitty/agents/{a}"));
-            git(&[
-                "worktree",
-                "add",
-                "-q",
-                "-b",
-                &format!("agent-{a}"),
-                &format!(".ittybitty/agents/{a}/worktree"),
-            ]);
-        }
+            .mkdir("home")
+            .agent_worktrees(&["a1", "a2"]);
         let s = Seed003 { d, claude };
         s.install(&["--profile", "worktree"]);
         Some(s)

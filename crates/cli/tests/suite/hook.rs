@@ -588,34 +588,8 @@ fn builtin_worktree_profile_isolates_agents_and_lets_them_commit() {
     }
     let d = TestDir::new(Who::Root);
     d.write("work/README.md", "main repo\n")
+        .agent_worktrees(&["a1", "a10"])
         .write("work/.ittybitty/logs/keep", "");
-    let git = |args: &[&str], dir: &std::path::Path| {
-        let st = std::process::Command::new("git")
-            .args(["-c", "user.name=t", "-c", "user.email=t@t"])
-            .args(args)
-            .current_dir(dir)
-            .stdout(Stdio::null())
-            .status()
-            .unwrap();
-        assert!(st.success(), "git {args:?}");
-    };
-    git(&["init", "-q", "-b", "main"], &d.work());
-    git(&["add", "README.md"], &d.work());
-    git(&["commit", "-qm", "init"], &d.work());
-    for a in ["a1", "a10"] {
-        std::fs::create_dir_all(d.path(&format!("work/.ittybitty/agents/{a}"))).unwrap();
-        git(
-            &[
-                "worktree",
-                "add",
-                "-q",
-                "-b",
-                &format!("agent-{a}"),
-                &format!(".ittybitty/agents/{a}/worktree"),
-            ],
-            &d.work(),
-        );
-    }
     let wt = d.path("work/.ittybitty/agents/a1/worktree");
     let script = r#"
 set -e

@@ -136,6 +136,30 @@ impl TestDir {
         d
     }
 
+    /// Seed 003's layout: `work/` a git repository with everything in it committed on `main`, and a linked
+    /// worktree per agent at `work/.ittybitty/agents/<id>/worktree`, on branch `agent-<id>`.
+    pub(super) fn agent_worktrees(&self, agents: &[&str]) -> &Self {
+        let work = self.work();
+        git(&work, &["init", "-q", "-b", "main"]);
+        git(&work, &["add", "."]);
+        git(&work, &["commit", "-qm", "init"]);
+        for a in agents {
+            self.mkdir(&format!("work/.ittybitty/agents/{a}"));
+            git(
+                &work,
+                &[
+                    "worktree",
+                    "add",
+                    "-q",
+                    "-b",
+                    &format!("agent-{a}"),
+                    &format!(".ittybitty/agents/{a}/worktree"),
+                ],
+            );
+        }
+        self
+    }
+
     /// The working directory the agent runs in.
     pub(super) fn work(&self) -> PathBuf {
         self.root.join("work")
@@ -363,6 +387,19 @@ pub(super) fn unique_marker() -> String {
     static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(100);
     let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     format!("{}{n}", std::process::id())
+}
+
+/// Runs git in `dir` with no user configuration and a fixed identity, asserting it succeeds.
+pub(super) fn git(dir: &Path, args: &[&str]) {
+    let st = Command::new("git")
+        .args(["-c", "user.name=t", "-c", "user.email=t@t"])
+        .args(args)
+        .current_dir(dir)
+        .env("GIT_CONFIG_GLOBAL", "/dev/null")
+        .stdout(Stdio::null())
+        .status()
+        .unwrap();
+    assert!(st.success(), "git {args:?}");
 }
 
 /// Kills a spawned child when dropped, so a failing test leaves nothing running.
