@@ -20,6 +20,15 @@ use stockade_policy::Access;
 /// Nested `sh -c` levels followed before the command counts as unknowable.
 const MAX_DEPTH: u8 = 4;
 
+/// Commands that never open their operands as files: their words are text, not paths (their
+/// redirections are still judged). `test` and `[` only look at metadata, which no layer restricts.
+const TEXT_ONLY: &[&str] = &[
+    "echo", "printf", "true", "false", ":", "yes", "seq", "sleep", "expr", "basename", "dirname",
+    "kill", "test", "[", "id", "whoami", "hostname", "date", "uname", "pwd", "type", "hash",
+    "alias", "unalias", "set", "unset", "shift", "exit", "return", "wait", "jobs", "trap", "shopt",
+    "umask",
+];
+
 /// Commands whose path arguments are all changed.
 const WRITERS: &[&str] = &[
     "rm", "rmdir", "mv", "touch", "mkdir", "chmod", "chown", "chgrp", "truncate", "tee", "shred",
@@ -67,6 +76,9 @@ struct Walker<'a> {
     /// reads the directory it runs in (`ls`, `find`, `grep -r x` with no operand), so it is judged then.
     /// `cd denied && cd -` alone reads nothing.
     cwd_unjudged: bool,
+    /// Symlinks the command creates (`ln -s TARGET LINK`), as (link, target): a later word that goes
+    /// through the link is judged where the link will lead, since it does not exist yet.
+    links: Vec<(PathBuf, PathBuf)>,
 }
 
 struct Unknowable(String);
@@ -88,6 +100,7 @@ pub(crate) fn analyze(
         cwd_unknown: false,
         recursive: Vec::new(),
         cwd_unjudged: false,
+        links: Vec::new(),
     };
     let base = cwd.map(PathBuf::from);
     match w.program(command, base, 0) {
@@ -360,6 +373,9 @@ impl Walker<'_> {
         if self.allowed.iter().any(|a| a == program) {
             return Ok(()); // commands.allow: the command passes whole (its redirections were judged)
         }
+        if TEXT_ONLY.contains(&program) {
+            return Ok(());
+        }
         match program {
             "eval" => return unknowable("eval runs a string built at run time"),
             "make" | "gmake" | "ninja" | "just" | "cmake" => {
@@ -588,6 +604,13 @@ impl Walker<'_> {
             }
             i += 1;
         }
+        if program == "ln"
+            && args.iter().any(|a| {
+                a == "--symbolic" || (a.starts_with('-') && !a.starts_with("--") && a.contains('s'))
+            })
+        {
+            self.note_symlinks(&operands, base);
+        }
         let writes_all = WRITERS.contains(&program)
             || (program == "sed"
                 && args
@@ -618,8 +641,10 @@ impl Walker<'_> {
                 }
                 continue;
             }
-            // rm, unlink, mv, readlink: the operation is on the entry itself.
-            let field = if options.on_link {
+            // rm, unlink, readlink and mv's sources: the operation is on the entry itself. mv's
+            // destination is followed: into a directory (or a symlink to one) it lands inside.
+            let destination = i == last && operands.len() > 1;
+            let field = if options.on_link && !(program == "mv" && destination) {
                 ENTRY_FIELD
             } else {
                 "argument"
@@ -692,11 +717,58 @@ impl Walker<'_> {
             return Ok(());
         }
         let path = match base {
-            Some(_) => resolve(base, &value).to_string_lossy().into_owned(),
-            None => value,
+            Some(_) => resolve(base, &value),
+            None => PathBuf::from(value),
         };
-        self.out.push((field.to_string(), path, access));
+        // Through a link this command made: judged where it leads, as well as where it is.
+        let through: Vec<PathBuf> = self
+            .links
+            .iter()
+            .filter_map(|(link, target)| {
+                lexical(&path)
+                    .strip_prefix(link)
+                    .ok()
+                    .map(|rest| target.join(rest))
+            })
+            .collect();
+        self.out.push((
+            field.to_string(),
+            path.to_string_lossy().into_owned(),
+            access,
+        ));
+        for p in through {
+            self.out
+                .push((field.to_string(), p.to_string_lossy().into_owned(), access));
+        }
         Ok(())
+    }
+
+    /// Records the symlinks `ln -s` makes from its operands: `ln -s T L` (L a new name, or an existing
+    /// directory to make `L/basename(T)` in), and `ln -s T1 T2 DIR`.
+    fn note_symlinks(&mut self, operands: &[String], base: &Option<PathBuf>) {
+        let Some((last, targets)) = operands.split_last() else {
+            return;
+        };
+        let place = lexical(&resolve(base, &expand_tilde(last, self.home)));
+        let into_dir = targets.len() > 1 || place.is_dir();
+        for t in targets {
+            let t = expand_tilde(t, self.home);
+            let name = Path::new(&t)
+                .file_name()
+                .map(PathBuf::from)
+                .unwrap_or_default();
+            let link = if into_dir {
+                place.join(name)
+            } else {
+                place.clone()
+            };
+            // A relative target is relative to the link's own directory.
+            let target = match link.parent() {
+                Some(dir) if !t.starts_with('/') => lexical(&dir.join(&t)),
+                _ => lexical(Path::new(&t)),
+            };
+            self.links.push((link, target));
+        }
     }
 
     /// The word's value after quote removal, or unknowable when it depends on the run.
@@ -786,6 +858,23 @@ impl Walker<'_> {
         }
         Ok(())
     }
+}
+
+/// `path` with `.` dropped and `..` taken back lexically (for comparing names, not for judging).
+fn lexical(path: &Path) -> PathBuf {
+    let mut out = PathBuf::new();
+    for c in path.components() {
+        match c {
+            std::path::Component::CurDir => {}
+            std::path::Component::ParentDir => {
+                out.pop();
+            }
+            c @ (std::path::Component::Prefix(_)
+            | std::path::Component::RootDir
+            | std::path::Component::Normal(_)) => out.push(c),
+        }
+    }
+    out
 }
 
 /// The field of a request judged on the entry itself, not where a symlink there points.

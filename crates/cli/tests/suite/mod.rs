@@ -10,5 +10,6 @@ mod run_fs;
 mod run_limits;
 mod run_process;
 mod run_work;
+mod soundness;
 mod util;
 mod workspace;
