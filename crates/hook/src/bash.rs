@@ -641,10 +641,12 @@ impl Walker<'_> {
                 }
                 continue;
             }
-            // rm, unlink, readlink and mv's sources: the operation is on the entry itself. mv's
-            // destination is followed: into a directory (or a symlink to one) it lands inside.
+            // rm, unlink, readlink, mv's sources, and ls -l, stat, cp -P without -L: the operation is on
+            // the entry itself. A destination (mv, cp) is followed: into a directory (or a symlink to
+            // one) it lands inside.
             let destination = i == last && operands.len() > 1;
-            let field = if options.on_link && !(program == "mv" && destination) {
+            let on_link = options.on_link || acts_on_links(program, args);
+            let field = if on_link && !(matches!(program, "mv" | "cp") && destination) {
                 ENTRY_FIELD
             } else {
                 "argument"
@@ -1038,6 +1040,29 @@ fn program_options(program: &str) -> ProgramOptions {
         path_options,
         pattern_first,
         on_link,
+    }
+}
+
+/// Whether these flags make the program look at a symlink operand itself rather than where it leads:
+/// `ls -l`/`-d` (without `-L`/`-H`), `stat` (without `-L`), `cp -P`/`-d`/`-a`/`-R` (without `-L`).
+fn acts_on_links(program: &str, args: &[String]) -> bool {
+    let short = |letters: &str| {
+        args.iter().any(|a| {
+            a.starts_with('-')
+                && !a.starts_with("--")
+                && a.chars().skip(1).any(|c| letters.contains(c))
+        })
+    };
+    let long = |name: &str| args.iter().any(|a| a.starts_with(name));
+    match program {
+        "ls" => short("ld") && !short("LH") && !long("--dereference"),
+        "stat" => !short("L") && !long("--dereference"),
+        "cp" => {
+            (short("PdaRr") || long("--no-dereference") || long("--archive"))
+                && !short("L")
+                && !long("--dereference")
+        }
+        _ => false,
     }
 }
 

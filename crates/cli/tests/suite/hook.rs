@@ -363,6 +363,11 @@ fn bash(r: &Repo, command: &str) -> (String, String) {
 fn bash_commands_are_parsed_and_every_path_judged() {
     let r = Repo::new();
     std::fs::create_dir_all(r.d.path("work/.ittybitty/agents/a1/worktree/build")).unwrap();
+    std::os::unix::fs::symlink(
+        "../../a2",
+        r.d.path("work/.ittybitty/agents/a1/worktree/peek"),
+    )
+    .unwrap();
     // (command, expected): "allow", "deny" (a path is refused), "unknowable" (refused as unknowable).
     let cases: &[(&str, &str)] = &[
         ("ls -la src", "allow"),
@@ -461,6 +466,15 @@ fn bash_commands_are_parsed_and_every_path_judged() {
         ("for f in src/*.rs; do wc -l \"$f\"; done", "unknowable"),
         ("grep -r lib src", "allow"),
         ("cat ~/../../etc/hostname", "deny"),
+        // Operations on a symlink itself are judged on the link (peek -> ../../a2, made by the test).
+        ("rm peek", "allow"),
+        ("ls -l peek", "allow"),
+        ("stat peek", "allow"),
+        ("cp -P peek copy", "allow"),
+        ("ls peek", "deny"),
+        ("cat peek/worktree/src/lib.rs", "deny"),
+        ("cp -L peek copy", "deny"),
+        ("cp src/lib.rs peek", "deny"),
     ];
     let mut failures = Vec::new();
     for (command, expected) in cases {
