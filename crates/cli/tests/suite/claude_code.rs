@@ -42,7 +42,10 @@ impl Seed003 {
         d.write("work/README.md", "main repo\n")
             .write("work/secret.txt", "MAIN-REPO-SECRET\n")
             .write("work/src/main.rs", "fn main() {}\n")
-            .mkdir("home")
+            .write(
+                "home/.bashrc",
+                "# the user's rc: not for the sandboxed shell\n",
+            )
             .agent_worktrees(&["a1", "a2"]);
         let s = Seed003 { d, claude };
         s.install(&["--profile", "worktree"]);
@@ -137,7 +140,7 @@ impl Seed003 {
             .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
             .rfind(|r| r["body"]["tools"].as_array().is_some_and(|t| !t.is_empty()))
             .expect("no request from Claude Code");
-        let mut results = Vec::new();
+        let mut results: Vec<(String, bool)> = Vec::new();
         for m in last["body"]["messages"].as_array().unwrap() {
             for block in m["content"].as_array().into_iter().flatten() {
                 if block["type"] == "tool_result" {
@@ -149,6 +152,11 @@ impl Seed003 {
                 }
             }
         }
+        // The sandboxed shell reads no rc file of the user's (whose home it cannot read).
+        assert!(
+            !results.iter().any(|(t, _)| t.contains(".bashrc")),
+            "{results:#?}"
+        );
         results
     }
 }
@@ -333,4 +341,33 @@ fn a_hook_past_its_deadline_blocks_the_call() {
         "the call was not refused at the deadline: {results:?}"
     );
     assert!(!wt.join("late.txt").exists());
+}
+
+/// A `run_in_background` Bash call keeps its field through the rewrite and runs confined: what the parser
+/// cannot see (a substitution) is stopped by the kernel, the rest of the command runs.
+#[test]
+fn a_background_command_runs_confined() {
+    let Some(s) = Seed003::new() else { return };
+    let results = s.session(
+        serde_json::json!([
+            tool("Bash", serde_json::json!({
+                "command": "sleep 1; cat $(echo ../../../../secret.txt) > bg.txt; echo done > bg2.txt",
+                "description": "in the background", "run_in_background": true})),
+            bash("sleep 4; cat bg2.txt; wc -c < bg.txt"),
+            {"text": "done"}
+        ]),
+        false,
+    );
+    assert_eq!(results.len(), 2, "{results:#?}");
+    assert!(
+        !results[0].1,
+        "the background call was refused: {:?}",
+        results[0]
+    );
+    assert_eq!(results[1].0.trim(), "done\n0", "{results:#?}");
+    assert_eq!(
+        s.d.read("work/.ittybitty/agents/a1/worktree/bg.txt")
+            .as_deref(),
+        Some("")
+    );
 }
