@@ -898,7 +898,7 @@ fn check_assignment(word: &str) -> Step {
 }
 
 /// A raw leading `~` means the home directory (callers other than Claude Code may not expand it).
-fn expand_tilde(value: &str, home: &str) -> String {
+pub(crate) fn expand_tilde(value: &str, home: &str) -> String {
     match value.strip_prefix('~') {
         Some(rest) if rest.is_empty() || rest.starts_with('/') => format!("{home}{rest}"),
         _ => value.to_string(),

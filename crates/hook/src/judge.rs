@@ -8,7 +8,7 @@ use stockade_policy::{
     ResolvedPolicy, ToolDecision,
 };
 
-use crate::bash::{BashAnalysis, ENTRY_FIELD};
+use crate::bash::{BashAnalysis, ENTRY_FIELD, expand_tilde};
 
 /// The field of a directory a Bash command reads or changes recursively: everything beneath it is judged.
 const RECURSIVE_FIELD: &str = "recursive";
@@ -172,11 +172,15 @@ pub fn judge(policy: &ResolvedPolicy, input: &HookInput) -> Judgement {
     };
     let mut touches = Vec::new();
     let mut resolver = PathResolver::new();
+    let home = policy.variables().get("HOME").unwrap_or("/nonexistent");
     for (field, written, access) in requests {
         if written.contains('\0') {
             return deny(tool, format!("{field} contains a NUL byte"));
         }
-        let base = match (Path::new(&written).is_absolute(), cwd) {
+        // A raw `~` means the home directory, as the tool that expands it will take it (Claude Code
+        // expands it before the hook; other callers may not).
+        let target = expand_tilde(&written, home);
+        let base = match (Path::new(&target).is_absolute(), cwd) {
             (true, _) => Path::new("/"),
             (false, Some(c)) => Path::new(c),
             (false, None) => {
@@ -188,7 +192,7 @@ pub fn judge(policy: &ResolvedPolicy, input: &HookInput) -> Judgement {
                 );
             }
         };
-        let resolved = AbsPath::new(Path::new(&written), base).and_then(|a| {
+        let resolved = AbsPath::new(Path::new(&target), base).and_then(|a| {
             // An operation on an entry itself (rm, mv, ls -l of a symlink) is judged where the entry
             // is: its directory resolved, its own name kept.
             match (

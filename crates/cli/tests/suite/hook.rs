@@ -143,6 +143,16 @@ fn seed_003_own_worktree_allowed_everything_else_blocked() {
         ),
         "a2",
     );
+    // A raw `~` is the home directory (a caller other than Claude Code may pass it unexpanded), not a
+    // directory named `~` in the worktree.
+    denied(
+        &r.call(
+            "PreToolUse",
+            "Read",
+            serde_json::json!({"file_path": "~/.ssh/id_rsa"}),
+        ),
+        ".ssh/id_rsa",
+    );
 }
 
 #[test]
