@@ -25,9 +25,27 @@ pub(crate) fn claude(args: InstallArgs, json_out: bool) -> anyhow::Result<ExitSt
     // Every variable is resolved here, once, before the agent runs (the worktree's `.git` included), and
     // pinned into the installed command: nothing the agent writes later changes a decision.
     let vars = crate::policy_args::variables(&args.policy, true)?;
-    crate::policy_args::builder(&args.policy, vars.clone())
+    let policy = crate::policy_args::builder(&args.policy, vars.clone())
         .build()
         .context("the policy the hook would use does not resolve")?;
+    // The hook reads its policy file at every call: in a directory the agent may write, the agent could
+    // replace it (rename the directory, or the file where no kernel stands in the way).
+    if let Some(file) = &args.policy.policy {
+        let file = absolute(&cwd, file);
+        let dir = file.parent().unwrap_or(Path::new("/"));
+        let dir = stockade_policy::CanonicalPath::resolve(dir)
+            .with_context(|| format!("cannot resolve '{}'", dir.display()))?;
+        if policy
+            .decide(&dir, stockade_policy::Access::Write)
+            .is_allow()
+        {
+            bail!(
+                "the policy file '{}' lies in '{}', which this policy lets the agent write: the agent could replace it; move it outside every writable scope (e.g. beside the repository, or in ~/.config)",
+                file.display(),
+                dir
+            );
+        }
+    }
     if args.hook_timeout < 2 {
         bail!(
             "--hook-timeout {} is too short: the hook needs a second of margin to refuse before Claude Code's timeout lets the call through",

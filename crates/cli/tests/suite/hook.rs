@@ -799,6 +799,23 @@ fn install_merges_idempotently_and_the_installed_command_fails_closed() {
     );
 }
 
+/// The hook reads its policy at every call: `install` refuses a policy file the agent could replace.
+#[test]
+fn install_refuses_a_policy_the_agent_can_write() {
+    let d = TestDir::new(Who::Root);
+    d.write("work/agent.toml", "[profile.agent]\nfs.write = [\".\"]\n");
+    let out = d
+        .stockade([
+            "install",
+            "claude",
+            "--policy",
+            d.path("work/agent.toml").to_str().unwrap(),
+        ])
+        .run();
+    out.code(125).stderr_has("lets the agent write");
+    assert!(!d.path("work/.claude/settings.json").exists());
+}
+
 /// `hook.on-allow = "defer"` leaves in-scope calls to Claude Code's own rules; `hook.bash = "sandbox"`
 /// rewrites Bash (even what cannot be judged statically) to run under `stockade run`, and the rewritten
 /// command is really confined.
