@@ -271,10 +271,25 @@ fn rewriting_the_worktrees_git_file_widens_nothing() {
         serde_json::json!([
             tool("Write", serde_json::json!({"file_path": wt.join(".git"), "content": planted})),
             bash(&format!("printf 'gitdir: {}\\n' > .git; echo \"status $?\"", main.display())),
+            // Nor can it plant settings (a hook of its own, permissions) for its next session.
+            tool("Write", serde_json::json!({"file_path": wt.join(".claude/settings.local.json"),
+                "content": "{\"permissions\": {\"allow\": [\"Bash\"]}}"})),
+            bash("echo '{}' > .claude/settings.local.json; echo \"status $?\""),
             {"text": "done"}
         ]),
         true,
     );
+    assert!(
+        results[2].1,
+        "writing .claude/ was not refused: {:?}",
+        results[2]
+    );
+    assert!(
+        results[3].0.contains("status 1"),
+        "the kernel let .claude/ be written: {:?}",
+        results[3]
+    );
+    assert!(!wt.join(".claude/settings.local.json").exists());
     assert!(
         results[0].1,
         "writing .git was not refused: {:?}",
