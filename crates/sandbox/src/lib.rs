@@ -54,7 +54,8 @@
 //! A glob grant is enforced for matches that exist at start; new matches cannot be created (stricter than the
 //! policy). A `deny` or `read-only` target that does not exist at start can be created by the agent inside a
 //! writable tree, except for `read-only` entries written with a trailing `/` (a placeholder directory is
-//! created and removed afterwards). Hard links to a denied file that already exist elsewhere in a granted
+//! created and removed afterwards; where a file stands in the way, as a linked worktree's `.git` does for
+//! `.git/hooks/`, that file is held read-only instead, since replacing it is the only way to the path). Hard links to a denied file that already exist elsewhere in a granted
 //! tree are reachable, as with every path-based mechanism. Kernel refusals are not reported to stockade
 //! (the process sees `EACCES`, `EROFS` or `ENOENT`). The pids limit uses `RLIMIT_NPROC`, which the kernel does
 //! not apply to uid 0: as root, use `--user`.

@@ -180,18 +180,32 @@ impl MountPlan {
                     }
                     if !exists {
                         // Only a writable parent lets the agent create it; a placeholder holds the rule.
+                        let parent = path.parent().unwrap_or(path);
                         if parent_writable
                             && target.dir_hint
-                            && target.canonical.existing_ancestor() == path.parent().unwrap_or(path)
+                            && target.canonical.existing_ancestor() == parent
                         {
-                            plan.placeholders.push(path.to_path_buf());
-                            entries.push(PlannedMount {
-                                path: path.to_path_buf(),
-                                op: MountOp::Bind {
-                                    write: false,
-                                    dir: true,
-                                },
-                            });
+                            if std::fs::metadata(parent).is_ok_and(|m| m.is_dir()) {
+                                plan.placeholders.push(path.to_path_buf());
+                                entries.push(PlannedMount {
+                                    path: path.to_path_buf(),
+                                    op: MountOp::Bind {
+                                        write: false,
+                                        dir: true,
+                                    },
+                                });
+                            } else {
+                                // A file where the directory would be (a linked worktree's or a
+                                // submodule's `.git`): the agent could only create the protected path
+                                // by replacing that file, so the file is held read-only instead.
+                                entries.push(PlannedMount {
+                                    path: parent.to_path_buf(),
+                                    op: MountOp::Bind {
+                                        write: false,
+                                        dir: false,
+                                    },
+                                });
+                            }
                         }
                         continue;
                     }

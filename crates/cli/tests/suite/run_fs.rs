@@ -154,3 +154,19 @@ impl TestDir {
         }
     }
 }
+
+both_users! {
+    /// In a linked worktree (or a submodule) `.git` is a file naming the git dir: the default profile's
+    /// `.git/hooks/` rule holds it read-only (so it cannot be replaced by a directory of hooks), and the
+    /// run starts instead of failing to make a placeholder under a file.
+    fn a_git_file_is_held_read_only(d) {
+        d.write("work/.git", "gitdir: /nonexistent/.git/worktrees/w\n");
+        let out = d.sh(&[], "echo x > .git; rm -f .git; mv .git moved; mkdir -p .git/hooks; echo ok > f && cat f");
+        out.ok().stdout_has("ok");
+        assert_eq!(
+            d.read("work/.git").as_deref(),
+            Some("gitdir: /nonexistent/.git/worktrees/w\n")
+        );
+        assert!(d.read("work/moved").is_none());
+    }
+}
