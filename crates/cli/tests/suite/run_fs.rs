@@ -170,3 +170,28 @@ both_users! {
         assert!(d.read("work/moved").is_none());
     }
 }
+
+/// Issue #14: a run gets a private, empty `/tmp` and `/var/tmp` (where its policy grants nothing there):
+/// scripts that write `/tmp/x` work, nothing reaches the host's, and it is gone at exit.
+#[test]
+fn tmp_and_var_tmp_are_private_to_the_run() {
+    if !landlock_ready() {
+        return;
+    }
+    let d = TestDir::outside_tmp(Who::Root);
+    let marker = unique_marker();
+    let host_tmp = std::path::PathBuf::from(format!("/tmp/stockade-private-{marker}"));
+    std::fs::write(&host_tmp, "HOST\n").unwrap();
+    let out = d.sh(
+        &[],
+        &format!(
+            "ls /tmp | grep -c stockade-private-{marker}; echo in > /tmp/x-{marker} && cat /tmp/x-{marker} \
+             && echo v > /var/tmp/y-{marker} && cat /var/tmp/y-{marker}"
+        ),
+    );
+    let _ = std::fs::remove_file(&host_tmp);
+    out.ok();
+    assert_eq!(out.stdout, "0\nin\nv\n", "{out:?}");
+    assert!(!std::path::Path::new(&format!("/tmp/x-{marker}")).exists());
+    assert!(!std::path::Path::new(&format!("/var/tmp/y-{marker}")).exists());
+}
