@@ -449,3 +449,51 @@ fn system_lists_match_the_builtin_system_profile() {
         .collect();
     assert_eq!(absolute_denies, crate::SYSTEM_SECRETS);
 }
+
+/// `runtime`: read for the programs the agent runs (`decide`, the kernel's view), refused to its own file
+/// tools (`decide_for_tools`), with a reason that says so; a deeper grant inside wins for both; globs are
+/// refused; `explain` names both layers' answers.
+#[test]
+fn runtime_is_for_programs_not_for_the_agents_file_tools() {
+    let fx = Fixture::new();
+    fx.mkdir("sys/lib").mkdir("sys/share/mine").mkdir("work");
+    let policy = fx.policy(
+        "[profile.p]\nfs.runtime = [\"sys\"]\nfs.read = [\"sys/share/mine\"]\nfs.write = [\"work\"]\n",
+    );
+    let lib = CanonicalPath::resolve(&fx.root.join("sys/lib/x.so")).unwrap();
+    assert!(policy.decide(&lib, Access::Read).is_allow());
+    assert!(!policy.decide(&lib, Access::Write).is_allow());
+    let tools = policy.decide_for_tools(&lib, Access::Read);
+    assert!(matches!(
+        tools,
+        Decision::Deny {
+            cause: DenyCause::RuntimeOnly,
+            ..
+        }
+    ));
+    let denial = policy.denial(&lib, Access::Read, tools).unwrap();
+    assert!(
+        denial.reason.contains("runtime") && denial.fix.contains("--ro"),
+        "{denial:?}"
+    );
+    let mine = CanonicalPath::resolve(&fx.root.join("sys/share/mine/f")).unwrap();
+    assert!(policy.decide_for_tools(&mine, Access::Read).is_allow());
+    let work = CanonicalPath::resolve(&fx.root.join("work/f")).unwrap();
+    assert!(policy.decide_for_tools(&work, Access::Write).is_allow());
+    let e = policy.explain(&lib, Access::Read);
+    assert!(e.allowed, "{e:?}");
+    assert!(
+        e.enforcement
+            .iter()
+            .any(|n| n.contains("file tools") && n.contains("refused")),
+        "{e:?}"
+    );
+    let err = PolicyBuilder::new(fx.vars())
+        .policy_text(
+            "[profile.p]\nfs.runtime = [\"sys/**\"]\n",
+            fx.root.join("p.toml"),
+        )
+        .build()
+        .unwrap_err();
+    assert!(err.to_string().contains("fs.runtime takes paths"), "{err}");
+}

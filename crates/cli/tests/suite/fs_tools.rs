@@ -414,3 +414,37 @@ fn mcp_server_offers_write_tools_only_where_writable() {
     );
     assert_eq!(d.read("secret.txt").as_deref(), Some("outside secret\n"));
 }
+
+/// `fs.runtime` paths are for the programs the agent runs: the file tools refuse them, say why, and
+/// leave them out of find and grep.
+#[test]
+fn file_tools_refuse_runtime_paths() {
+    let d = repo();
+    let root = root_flag(&d);
+    d.write(
+        "p.toml",
+        "[profile.p]\nbase = \"${CWD}\"\nfs.read = [\".\"]\nfs.runtime = [\"src\"]\n",
+    );
+    let policy = d.path("p.toml");
+    let policy = policy.to_str().unwrap();
+    d.stockade([
+        "fs",
+        "read",
+        "--root",
+        &root,
+        "--policy",
+        policy,
+        "src/lib.rs",
+    ])
+    .run()
+    .code(1)
+    .stderr_has("runtime");
+    d.stockade(["fs", "grep", "--root", &root, "--policy", policy, "fn main"])
+        .run()
+        .stdout_lacks("src/lib.rs");
+    d.stockade([
+        "fs", "read", "--root", &root, "--policy", policy, "notes.md",
+    ])
+    .run()
+    .ok();
+}

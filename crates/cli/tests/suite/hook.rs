@@ -860,6 +860,26 @@ fn defer_and_sandboxed_bash() {
             .unwrap()
             .to_string()
     };
+    // The rewrite replaces the input whole (Claude Code does not merge): every other field is kept.
+    let out = call(
+        "Bash",
+        serde_json::json!({"command": "ls", "description": "list", "timeout": 5000, "run_in_background": true}),
+    );
+    let v: serde_json::Value = serde_json::from_str(out.stdout.trim()).unwrap();
+    let updated = &v["hookSpecificOutput"]["updatedInput"];
+    assert_eq!(
+        (
+            &updated["description"],
+            &updated["timeout"],
+            &updated["run_in_background"]
+        ),
+        (
+            &serde_json::json!("list"),
+            &serde_json::json!(5000),
+            &serde_json::json!(true)
+        ),
+        "{v}"
+    );
     let escape = rewritten("echo pwned > $(echo /etc/stockade-hook-escape)");
     assert!(
         escape.contains(" run ") && escape.contains("--project"),
