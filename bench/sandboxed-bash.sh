@@ -4,7 +4,8 @@
 #   plain      Claude Code's shell runs the command:               bash -c 'git status'
 #   sandboxed  Claude Code's shell runs the installed hook on the call's JSON (sh -c '<hook> || exit 2'),
 #              then its shell runs the rewritten command:           bash -c '<rewritten git status>'
-# and the two parts of the sandboxed call alone. All in one hyperfine run, without a shell of hyperfine's
+# and the two parts of the sandboxed call alone: Claude Code starts exactly these two processes, so their
+# sum is the call's cost (the combined row also pays for the `sh` that runs them one after the other). All in one hyperfine run, without a shell of hyperfine's
 # (`-N`); the hook reads the call's JSON through `--input` (hyperfine 1.20, installed from crates.io into
 # target/bench-tools when the system's lacks it, as bench/hook.sh does).
 #   bench/sandboxed-bash.sh [RUNS]  -> bench/results/sandboxed-bash.{md,json}
@@ -36,13 +37,14 @@ rewritten=$(cd "$wt" && sh -c "$hook" < "$work/input.json" | field '["hookSpecif
 printf '%s\n' "$hook" > "$work/hook.sh"
 printf 'cd %q\n%s\n' "$wt" "$rewritten" > "$work/rewritten.sh"
 printf 'cd %q\ngit status\n' "$wt" > "$work/plain.sh"
-printf 'sh %q < %q >/dev/null && bash %q >/dev/null\n' "$work/hook.sh" "$work/input.json" "$work/rewritten.sh" \
+printf 'sh %q < %q >/dev/null && exec bash %q >/dev/null\n' "$work/hook.sh" "$work/input.json" "$work/rewritten.sh" \
   > "$work/sandboxed.sh"
 mkdir -p bench/results
 "$hyperfine" -N --warmup 10 --runs "$runs" --output=null --input "$work/input.json" \
   --export-markdown bench/results/sandboxed-bash.md --export-json bench/results/sandboxed-bash.json \
   -n 'plain: bash runs git status' "bash $work/plain.sh" \
-  -n 'sandboxed: hook, then bash runs the rewritten git status' "bash $work/sandboxed.sh" \
+  -n 'sandboxed: hook, then bash runs the rewritten git status (one sh more than Claude Code starts)' \
+  "sh $work/sandboxed.sh" \
   -n 'part: the hook through sh (the pre-filter, a new process)' "sh $work/hook.sh" \
   -n 'part: stockade hook alone' "${hook% || exit 2}" \
   -n 'part: bash runs the rewritten git status' "bash $work/rewritten.sh"
