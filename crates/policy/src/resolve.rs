@@ -12,7 +12,7 @@ use toml::Spanned;
 use crate::builtin::{BUILTIN_PROFILES, BUILTIN_TOML, DEFAULT_PROFILE};
 use crate::error::PolicyError;
 use crate::file::{BashMode, NetMode, OnAllow, OnUnknowable, PolicyFile, ProfileSpec, ToolDefault};
-use crate::path::{AbsPath, CanonicalPath, LstatCache, PathResolver};
+use crate::path::{AbsPath, CanonicalPath, LstatCache, PathMap, PathResolver};
 use crate::scope::{GlobTarget, PathTarget, RuleId, RuleSource, Scope, ScopeKind, ScopeTarget};
 use crate::units::{parse_duration, parse_size};
 use crate::vars::Variables;
@@ -874,7 +874,7 @@ pub struct ResolvedPolicy {
     pub(crate) profile: String,
     pub(crate) scopes: Vec<Scope>,
     /// Canonical path bytes -> the strictest path scope written for exactly that path.
-    pub(crate) path_index: HashMap<Box<[u8]>, RuleId>,
+    pub(crate) path_index: PathMap<Box<[u8]>, RuleId>,
     pub(crate) globs: [GlobGroup; 4],
     pub(crate) env: ResolvedEnv,
     pub(crate) tools: ToolRules,
@@ -932,7 +932,7 @@ impl ResolvedPolicy {
         limits: Limits,
         vars: Variables,
     ) -> Result<Self, PolicyError> {
-        let mut path_index: HashMap<Box<[u8]>, RuleId> = HashMap::new();
+        let mut path_index: PathMap<Box<[u8]>, RuleId> = PathMap::default();
         for (i, scope) in scopes.iter().enumerate() {
             if let ScopeTarget::Path(p) = &scope.target {
                 let key: Box<[u8]> = p.canonical.as_path().as_os_str().as_bytes().into();
