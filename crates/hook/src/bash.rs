@@ -464,9 +464,10 @@ impl Walker<'_> {
             _ => {}
         }
         if SHELLS.contains(&program) {
-            if let Some(i) = args.iter().position(|a| {
-                a == "-c" || (a.starts_with('-') && !a.starts_with("--") && a.contains('c'))
-            }) {
+            if let Some(i) = args
+                .iter()
+                .position(|a| has_short_flag(std::slice::from_ref(a), "c"))
+            {
                 // `bash -c -- 'script'`: the script is the first word after the options.
                 let script = args
                     .get(i + 1..)
@@ -519,15 +520,8 @@ impl Walker<'_> {
             );
         }
         if program == "tar"
-            && args.iter().any(|a| {
-                a == "-T"
-                    || a.starts_with("--files-from")
-                    || a.starts_with("-P")
-                    || a == "--absolute-names"
-                    || (a.starts_with('-')
-                        && !a.starts_with("--")
-                        && (a.contains('T') || a.contains('P')))
-            })
+            && (has_short_flag(args, "TP")
+                || has_long_flag(args, &["--files-from", "--absolute-names"]))
         {
             return unknowable(
                 "tar reads member names from a list or keeps absolute names, which cannot be judged here",
@@ -604,11 +598,7 @@ impl Walker<'_> {
             }
             i += 1;
         }
-        if program == "ln"
-            && args.iter().any(|a| {
-                a == "--symbolic" || (a.starts_with('-') && !a.starts_with("--") && a.contains('s'))
-            })
-        {
+        if program == "ln" && (has_short_flag(args, "s") || has_long_flag(args, &["--symbolic"])) {
             self.note_symlinks(&operands, base);
         }
         let writes_all = WRITERS.contains(&program)
@@ -1043,24 +1033,30 @@ fn program_options(program: &str) -> ProgramOptions {
     }
 }
 
+/// Whether a cluster of single-letter flags (`-xzf`) among `args` holds one of `letters`.
+fn has_short_flag(args: &[String], letters: &str) -> bool {
+    args.iter().any(|a| {
+        a.starts_with('-') && !a.starts_with("--") && a.chars().skip(1).any(|c| letters.contains(c))
+    })
+}
+
+/// Whether a long option among `args` starts with one of `names` (`--recursive`, `--file=x`).
+fn has_long_flag(args: &[String], names: &[&str]) -> bool {
+    args.iter().any(|a| names.iter().any(|n| a.starts_with(n)))
+}
+
 /// Whether these flags make the program look at a symlink operand itself rather than where it leads:
 /// `ls -l`/`-d` (without `-L`/`-H`), `stat` (without `-L`), `cp -P`/`-d`/`-a`/`-R` (without `-L`).
 fn acts_on_links(program: &str, args: &[String]) -> bool {
-    let short = |letters: &str| {
-        args.iter().any(|a| {
-            a.starts_with('-')
-                && !a.starts_with("--")
-                && a.chars().skip(1).any(|c| letters.contains(c))
-        })
-    };
-    let long = |name: &str| args.iter().any(|a| a.starts_with(name));
+    let short = |letters: &str| has_short_flag(args, letters);
+    let dereference = has_long_flag(args, &["--dereference"]);
     match program {
-        "ls" => short("ld") && !short("LH") && !long("--dereference"),
-        "stat" => !short("L") && !long("--dereference"),
+        "ls" => short("ld") && !short("LH") && !dereference,
+        "stat" => !short("L") && !dereference,
         "cp" => {
-            (short("PdaRr") || long("--no-dereference") || long("--archive"))
+            (short("PdaRr") || has_long_flag(args, &["--no-dereference", "--archive"]))
                 && !short("L")
-                && !long("--dereference")
+                && !dereference
         }
         _ => false,
     }
@@ -1068,14 +1064,8 @@ fn acts_on_links(program: &str, args: &[String]) -> bool {
 
 /// Whether the program reads or changes its directory operands recursively.
 fn is_recursive(program: &str, args: &[String]) -> bool {
-    let short = |letters: &str| {
-        args.iter().any(|a| {
-            a.starts_with('-')
-                && !a.starts_with("--")
-                && a.chars().skip(1).any(|c| letters.contains(c))
-        })
-    };
-    let long = |names: &[&str]| args.iter().any(|a| names.iter().any(|n| a.starts_with(n)));
+    let short = |letters: &str| has_short_flag(args, letters);
+    let long = |names: &[&str]| has_long_flag(args, names);
     match program {
         "rg" | "ag" | "find" | "du" | "tree" | "tar" => true,
         "grep" | "egrep" | "fgrep" => {
