@@ -230,8 +230,9 @@ impl Walker<'_> {
             }
             CompoundCommand::ForClause(f) => {
                 for v in f.values.iter().flatten() {
-                    let value = self.expand(v, base)?;
-                    self.judge_word("for", &value, Access::Read, base)?;
+                    for value in self.expand_all(v, base)? {
+                        self.judge_word("for", &value, Access::Read, base)?;
+                    }
                 }
                 // The loop variable is not one of the known variables: uses of it are unknowable.
                 self.list(&f.body.list, base, depth)
@@ -344,7 +345,7 @@ impl Walker<'_> {
                     )?;
                     self.judge_word("assignment", &v, Access::Read, base)?;
                 }
-                CommandPrefixOrSuffixItem::Word(w) => words.push(self.expand(w, base)?),
+                CommandPrefixOrSuffixItem::Word(w) => words.extend(self.expand_all(w, base)?),
                 CommandPrefixOrSuffixItem::ProcessSubstitution(..) => {
                     return unknowable(
                         "process substitution runs a command whose effects cannot be judged here",
@@ -765,6 +766,34 @@ impl Walker<'_> {
 
     /// The word's value after quote removal, or unknowable when it depends on the run.
     fn expand(&self, word: &Word, base: &Option<PathBuf>) -> Result<String, Unknowable> {
+        if brace_alternatives(&word.value).is_some() {
+            return unknowable(format!(
+                "'{}' uses brace expansion where bash takes one word",
+                word.value
+            ));
+        }
+        self.expand_one(word, base)
+    }
+
+    /// A word that bash may make several of by brace expansion (a command's arguments, a for list): each
+    /// alternative, expanded.
+    fn expand_all(&self, word: &Word, base: &Option<PathBuf>) -> Result<Vec<String>, Unknowable> {
+        let Some(alternatives) = brace_alternatives(&word.value) else {
+            return Ok(vec![self.expand_one(word, base)?]);
+        };
+        let Some(alternatives) = alternatives else {
+            return unknowable(format!(
+                "'{}' expands to more than {MAX_BRACE_WORDS} words",
+                word.value
+            ));
+        };
+        alternatives
+            .into_iter()
+            .map(|value| self.expand_one(&Word { value, loc: None }, base))
+            .collect()
+    }
+
+    fn expand_one(&self, word: &Word, base: &Option<PathBuf>) -> Result<String, Unknowable> {
         let options = ParserOptions::default();
         let pieces = match brush_parser::word::parse(&word.value, &options) {
             Ok(p) => p,
@@ -784,23 +813,15 @@ impl Walker<'_> {
     ) -> Step {
         for p in pieces {
             match &p.piece {
-                WordPiece::Text(t) => {
-                    if has_brace_expansion(t) {
+                WordPiece::Text(t) | WordPiece::SingleQuotedText(t) => out.push_str(t),
+                WordPiece::AnsiCQuotedText(t) => match ansi_c_decode(t) {
+                    Some(decoded) => out.push_str(&decoded),
+                    None => {
                         return unknowable(format!(
-                            "'{raw}' uses brace expansion, which makes several words of one"
+                            "'{raw}' has a $'...' escape that is not judged here (a NUL byte, or one not in bash's list)"
                         ));
                     }
-                    out.push_str(t)
-                }
-                WordPiece::SingleQuotedText(t) => out.push_str(t),
-                WordPiece::AnsiCQuotedText(t) => {
-                    if t.contains('\\') {
-                        return unknowable(format!(
-                            "'{raw}' uses $'...' escapes, whose bytes are not judged here"
-                        ));
-                    }
-                    out.push_str(t)
-                }
+                },
                 WordPiece::EscapeSequence(e) => out.push_str(e.strip_prefix('\\').unwrap_or(e)),
                 WordPiece::DoubleQuotedSequence(inner)
                 | WordPiece::GettextDoubleQuotedSequence(inner) => {
@@ -895,15 +916,189 @@ pub(crate) fn expand_tilde(value: &str, home: &str) -> String {
     }
 }
 
-/// Unquoted `{a,b}` or `{1..3}`: bash makes several words of it.
-fn has_brace_expansion(text: &str) -> bool {
-    let Some(open) = text.find('{') else {
-        return false;
+/// Words one brace expansion may make before the command counts as unknowable.
+const MAX_BRACE_WORDS: usize = 1024;
+
+/// Bash's brace expansion of a raw word, quote-aware (it runs before every other expansion, on the word
+/// as written, so each alternative keeps its quotes): `None` when the word has none; `Some(None)` when it
+/// makes more than [`MAX_BRACE_WORDS`] words.
+fn brace_alternatives(raw: &str) -> Option<Option<Vec<String>>> {
+    let (open, close, parts) = first_brace(raw)?;
+    let prefix = raw.get(..open).unwrap_or("");
+    let suffix = raw.get(close + 1..).unwrap_or("");
+    let mut out = Vec::new();
+    for part in parts {
+        let word = format!("{prefix}{part}{suffix}");
+        // The rest of the word may hold more braces: expand each alternative in turn.
+        match brace_alternatives(&word) {
+            None => out.push(word),
+            Some(None) => return Some(None),
+            Some(Some(more)) => out.extend(more),
+        }
+        if out.len() > MAX_BRACE_WORDS {
+            return Some(None);
+        }
+    }
+    Some(Some(out))
+}
+
+/// The first unquoted `{...}` of `raw` that bash expands: its byte offsets and alternatives (a comma
+/// list at its own level, or a `{1..5}` / `{a..e}` sequence).
+fn first_brace(raw: &str) -> Option<(usize, usize, Vec<String>)> {
+    let bytes = raw.as_bytes();
+    let mut i = 0;
+    let (mut single, mut double) = (false, false);
+    while let Some(&b) = bytes.get(i) {
+        match b {
+            b'\\' if !single => i += 1,
+            b'\'' if !double => single = !single,
+            b'"' if !single => double = !double,
+            // `${...}` is a parameter, not a brace expansion.
+            b'{' if !single && !double && (i == 0 || bytes.get(i - 1) != Some(&b'$')) => {
+                if let Some((close, parts)) = brace_body(raw, i) {
+                    return Some((i, close, parts));
+                }
+            }
+            _ => {}
+        }
+        i += 1;
+    }
+    None
+}
+
+/// From the `{` at `open`: the offset of its matching `}` and the alternatives, if it expands.
+fn brace_body(raw: &str, open: usize) -> Option<(usize, Vec<String>)> {
+    let bytes = raw.as_bytes();
+    let mut depth = 0usize;
+    let (mut single, mut double) = (false, false);
+    let mut commas = Vec::new();
+    let mut i = open;
+    while let Some(&b) = bytes.get(i) {
+        match b {
+            b'\\' if !single => i += 1,
+            b'\'' if !double => single = !single,
+            b'"' if !single => double = !double,
+            b'{' if !single && !double => depth += 1,
+            b',' if !single && !double && depth == 1 => commas.push(i),
+            b'}' if !single && !double => {
+                depth -= 1;
+                if depth == 0 {
+                    let inner = raw.get(open + 1..i)?;
+                    if !commas.is_empty() {
+                        let mut parts = Vec::new();
+                        let mut start = open + 1;
+                        for c in commas.iter().copied().chain(std::iter::once(i)) {
+                            parts.push(raw.get(start..c)?.to_string());
+                            start = c + 1;
+                        }
+                        return Some((i, parts));
+                    }
+                    return sequence(inner).map(|parts| (i, parts));
+                }
+            }
+            _ => {}
+        }
+        i += 1;
+    }
+    None
+}
+
+/// `1..5`, `5..1`, `1..10..2`, `a..e`: the words of a brace sequence (at most [`MAX_BRACE_WORDS`] + 1).
+fn sequence(inner: &str) -> Option<Vec<String>> {
+    let parts: Vec<&str> = inner.split("..").collect();
+    let (from, to, step) = match parts.as_slice() {
+        [a, b] => (*a, *b, 1i64),
+        [a, b, c] => (*a, *b, c.parse::<i64>().ok()?.checked_abs()?.max(1)),
+        _ => return None,
     };
-    let rest = text.get(open + 1..).unwrap_or("");
-    rest.find('}')
-        .and_then(|close| rest.get(..close))
-        .is_some_and(|inner| inner.contains(',') || inner.contains(".."))
+    if let (Ok(a), Ok(b)) = (from.parse::<i64>(), to.parse::<i64>()) {
+        let mut out = Vec::new();
+        let mut n = a;
+        loop {
+            out.push(n.to_string());
+            if n == b || out.len() > MAX_BRACE_WORDS {
+                break;
+            }
+            n = if a <= b {
+                n.checked_add(step)?
+            } else {
+                n.checked_sub(step)?
+            };
+            if (a <= b && n > b) || (a > b && n < b) {
+                break;
+            }
+        }
+        return Some(out);
+    }
+    let (mut a, mut b) = (from.chars(), to.chars());
+    match (a.next(), a.next(), b.next(), b.next()) {
+        (Some(x), None, Some(y), None) if x.is_ascii_alphabetic() && y.is_ascii_alphabetic() => {
+            let (lo, hi) = (x.min(y) as u8, x.max(y) as u8);
+            let mut out: Vec<String> = (lo..=hi).map(|c| char::from(c).to_string()).collect();
+            if x > y {
+                out.reverse();
+            }
+            Some(out)
+        }
+        _ => None,
+    }
+}
+
+/// The text of a `$'...'` word as bash decodes it, or `None` for what is not judged here (a NUL byte,
+/// `\c` control characters, an escape bash does not define).
+fn ansi_c_decode(text: &str) -> Option<String> {
+    let mut out = String::new();
+    let mut chars = text.chars().peekable();
+    while let Some(c) = chars.next() {
+        if c != '\\' {
+            out.push(c);
+            continue;
+        }
+        let e = chars.next()?;
+        let simple = match e {
+            'a' => Some('\u{7}'),
+            'b' => Some('\u{8}'),
+            'e' | 'E' => Some('\u{1b}'),
+            'f' => Some('\u{c}'),
+            'n' => Some('\n'),
+            'r' => Some('\r'),
+            't' => Some('\t'),
+            'v' => Some('\u{b}'),
+            '\\' | '\'' | '"' | '?' => Some(e),
+            _ => None,
+        };
+        if let Some(s) = simple {
+            out.push(s);
+            continue;
+        }
+        let (radix, max) = match e {
+            'x' => (16, 2),
+            'u' => (16, 4),
+            'U' => (16, 8),
+            '0'..='7' => (8, 2),
+            _ => return None,
+        };
+        let mut digits = String::new();
+        if radix == 8 {
+            digits.push(e);
+        }
+        while digits.len() < max + usize::from(radix == 8) {
+            match chars.peek() {
+                Some(d) if d.is_digit(radix) => {
+                    digits.push(*d);
+                    chars.next();
+                }
+                _ => break,
+            }
+        }
+        let value = u32::from_str_radix(&digits, radix).ok()?;
+        // A NUL ends bash's word there; and a byte above 0x7f from \x or octal is not UTF-8 text.
+        if value == 0 || (matches!(e, 'x' | '0'..='7') && value > 0x7f) {
+            return None;
+        }
+        out.push(char::from_u32(value)?);
+    }
+    Some(out)
 }
 
 /// At most this many entries are read while expanding one glob; past it the command is unknowable.
@@ -1169,6 +1364,51 @@ mod tests {
             code_paths("open('/etc/shadow').read(); x = '../up'"),
             vec!["/etc/shadow", "../up"]
         );
+    }
+
+    #[test]
+    fn braces_expand_as_bash_does() {
+        let words = |raw: &str| brace_alternatives(raw).map(|w| w.unwrap_or_default());
+        assert_eq!(words("a"), None);
+        assert_eq!(words("${HOME}/x"), None);
+        assert_eq!(words("'{a,b}'"), None);
+        assert_eq!(words("{a}"), None);
+        assert_eq!(words("x{a,b}y"), Some(vec!["xay".into(), "xby".into()]));
+        assert_eq!(
+            words("{../../..,.}/s"),
+            Some(vec!["../../../s".into(), "./s".into()])
+        );
+        assert_eq!(words("{a,'b c'}"), Some(vec!["a".into(), "'b c'".into()]));
+        assert_eq!(
+            words("{a,{b,c}}{1..2}"),
+            Some(vec![
+                "a1".into(),
+                "a2".into(),
+                "b1".into(),
+                "b2".into(),
+                "c1".into(),
+                "c2".into()
+            ])
+        );
+        assert_eq!(
+            words("{c..a}"),
+            Some(vec!["c".into(), "b".into(), "a".into()])
+        );
+        assert_eq!(
+            words("{1..9..4}"),
+            Some(vec!["1".into(), "5".into(), "9".into()])
+        );
+        assert_eq!(brace_alternatives("{1..100000}"), Some(None));
+    }
+
+    #[test]
+    fn ansi_c_quotes_decode_as_bash_does() {
+        assert_eq!(ansi_c_decode(r"\x2e\x2e/a").as_deref(), Some("../a"));
+        assert_eq!(ansi_c_decode(r"\056\56").as_deref(), Some(".."));
+        assert_eq!(ansi_c_decode(r"a\tb\'").as_deref(), Some("a\tb'"));
+        assert_eq!(ansi_c_decode(r"\u002e").as_deref(), Some("."));
+        assert_eq!(ansi_c_decode(r"\x00"), None);
+        assert_eq!(ansi_c_decode(r"\q"), None);
     }
 
     /// A recursive command over a glob recurses into every match, not only the last one judged.
