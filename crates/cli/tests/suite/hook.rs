@@ -907,4 +907,20 @@ fn defer_and_sandboxed_bash() {
     let o = run(&ok);
     assert!(o.status.success(), "{o:?}");
     assert_eq!(d.read("work/note.txt").as_deref(), Some("fine\n"));
+
+    // Exit status, signals and stdout pass through; a `cd` carries over to the shell that ran it.
+    std::fs::create_dir_all(d.work().join("sub")).unwrap();
+    let status = |command: &str| {
+        let o = run(&format!(
+            "{}; echo \"status $? in ${{PWD##*/}}\"",
+            rewritten(command)
+        ));
+        String::from_utf8_lossy(&o.stdout).trim().to_string()
+    };
+    assert_eq!(status("cd sub; echo out; exit 7"), "out\nstatus 7 in sub");
+    assert_eq!(status("kill -KILL $$"), "status 137 in work");
+    assert_eq!(
+        status("cd /nonexistent-dir 2>/dev/null; true"),
+        "status 0 in work"
+    );
 }
