@@ -150,13 +150,17 @@ fn answer(args: &HookArgs, audit: &AuditLog) -> anyhow::Result<Rendered> {
 
 /// The command Claude Code's shell runs in place of `command`: `run` (a `stockade run` command line)
 /// starts bash on it in the shell's current directory, confined (`--norc`: bash would otherwise source
-/// `~/.bashrc` when its stdin looks like a remote shell's, which Claude Code's can); bash reports its final directory on a
-/// pipe (descriptor 3, the only descriptor the sandbox lets through besides 0-2) when it exits, and the
-/// shell `cd`s there, so a `cd` carries over to the next call as with Claude Code's own Bash tool. Stdout
+/// `~/.bashrc` when its stdin looks like a remote shell's, which Claude Code's can). Bash reports its
+/// final directory on a pipe (passed as descriptor 3, the only one the sandbox lets through besides 0-2)
+/// when it exits, and the shell `cd`s there, so a `cd` carries over to the next call as with Claude Code's own Bash tool. Stdout
 /// and stderr go where the shell's go, and the exit status (128+N for a signal) is the command's (set by a
 /// function's `return`, which, unlike `(exit N)`, costs no fork).
 fn sandboxed_bash(run: &str, command: &str) -> String {
-    let script = format!("trap 'pwd -P >&3 2>/dev/null' EXIT\n{command}");
+    // The pipe moves off descriptor 3 (scripts use `exec 3>file`) to one bash picks above 9, as plain
+    // bash leaves 3 free.
+    let script = format!(
+        "exec {{__stockade_cwd_fd}}>&3 3>&-\ntrap 'pwd -P >&\"$__stockade_cwd_fd\" 2>/dev/null' EXIT\n{command}"
+    );
     format!(
         "{{ __stockade_cwd=$({run} --cwd \"$PWD\" --pass-fd 3 -- bash --norc --noprofile -c {} 3>&1 1>&4 4>&-); \
          __stockade_status=$?; [ -n \"$__stockade_cwd\" ] && cd -- \"$__stockade_cwd\" 2>/dev/null; \

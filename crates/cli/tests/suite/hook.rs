@@ -923,4 +923,9 @@ fn defer_and_sandboxed_bash() {
         status("cd /nonexistent-dir 2>/dev/null; true"),
         "status 0 in work"
     );
+    // Descriptor 3 is the command's own, as in plain bash: the final directory goes elsewhere.
+    assert_eq!(
+        status("exec 3>fd3.txt; echo mine >&3; exec 3>&-; cd sub; cat ../fd3.txt"),
+        "mine\nstatus 0 in sub"
+    );
 }
