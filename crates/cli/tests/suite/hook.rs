@@ -928,4 +928,20 @@ fn defer_and_sandboxed_bash() {
         status("exec 3>fd3.txt; echo mine >&3; exec 3>&-; cd sub; cat ../fd3.txt"),
         "mine\nstatus 0 in sub"
     );
+    // A plain program and its literal arguments run without a second shell, and still confined.
+    let direct = rewritten("sh -c exit.3");
+    assert!(!direct.contains("bash --norc"), "{direct}");
+    assert_eq!(status("sh -c exit.3"), "status 127 in work");
+    assert_eq!(status("ls sub"), "status 0 in work");
+    d.write("work/w.sh", "touch /etc/stockade-hook-direct\n");
+    let escape = rewritten("sh w.sh");
+    assert!(!escape.contains("bash --norc"), "{escape}");
+    let _ = run(&escape);
+    assert!(!std::path::Path::new("/etc/stockade-hook-direct").exists());
+    // Anything bash would read differently keeps the shell: builtins, quotes, expansions, assignments.
+    for command in [
+        "cd sub", "echo a", "ls 'sub'", "ls ~", "ls s*", "X=1 ls", "ls $HOME", "ls\tsub",
+    ] {
+        assert!(rewritten(command).contains("bash --norc"), "{command}");
+    }
 }
