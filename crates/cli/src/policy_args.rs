@@ -56,7 +56,84 @@ pub(crate) fn variables(
     if let Some(r) = repo_root {
         vars.set_path("REPO_ROOT", r);
     }
+    if may_read_agent_files && !args.pinned {
+        let project = vars
+            .get("WORKTREE")
+            .map_or_else(|| cwd.clone(), PathBuf::from);
+        let home = vars.get("HOME").map(PathBuf::from).unwrap_or_default();
+        if let Some(hooks) = git_hooks_path(&project, &home) {
+            vars.set_path("GIT_HOOKS_PATH", hooks);
+        }
+    }
     Ok(vars)
+}
+
+/// The directory `core.hooksPath` names for the repository holding `project`, as git would read it now:
+/// the system, global, repository and worktree configuration in that order, the last setting winning;
+/// relative to the top of the work tree, `~/` to the home directory. `None` outside a repository or
+/// when it is not set. (`include` directives are not followed.)
+fn git_hooks_path(project: &Path, home: &Path) -> Option<PathBuf> {
+    let top = project.ancestors().find(|d| d.join(".git").exists())?;
+    let dot_git = top.join(".git");
+    let git_dir = if dot_git.is_dir() {
+        dot_git
+    } else {
+        read_gitdir(top).ok().flatten()?
+    };
+    // A linked worktree's git dir names the repository's common dir, where `config` lives.
+    let common = std::fs::read_to_string(git_dir.join("commondir"))
+        .ok()
+        .map_or_else(
+            || git_dir.clone(),
+            |c| absolute(&git_dir, Path::new(c.trim())),
+        );
+    let xdg = std::env::var_os("XDG_CONFIG_HOME")
+        .map_or_else(|| home.join(".config"), PathBuf::from)
+        .join("git/config");
+    let files = [
+        PathBuf::from("/etc/gitconfig"),
+        xdg,
+        home.join(".gitconfig"),
+        common.join("config"),
+        git_dir.join("config.worktree"),
+    ];
+    // The last file that sets it wins: search from the most specific.
+    let value = files
+        .iter()
+        .rev()
+        .filter_map(|f| std::fs::read_to_string(f).ok())
+        .find_map(|text| config_value(&text, "core", "hookspath"))?;
+    let path = match value.strip_prefix("~/") {
+        Some(rest) => home.join(rest),
+        None => absolute(top, Path::new(&value)),
+    };
+    Some(path)
+}
+
+/// The last value of `section.key` in a git configuration file (names compared without case, as git
+/// does); a quoted value is unquoted.
+fn config_value(text: &str, section: &str, key: &str) -> Option<String> {
+    let mut in_section = false;
+    let mut found = None;
+    for line in text.lines() {
+        let line = line.trim();
+        if let Some(header) = line.strip_prefix('[') {
+            let name = header.split([']', ' ', '"']).next().unwrap_or("");
+            in_section = name.eq_ignore_ascii_case(section);
+            continue;
+        }
+        if !in_section {
+            continue;
+        }
+        let Some((k, v)) = line.split_once('=') else {
+            continue;
+        };
+        if k.trim().eq_ignore_ascii_case(key) {
+            let v = v.split(['#', ';']).next().unwrap_or("").trim();
+            found = Some(v.trim_matches('"').to_string());
+        }
+    }
+    found
 }
 
 /// A linked worktree's `.git` is a file naming its git dir inside the main repository
@@ -88,6 +165,8 @@ pub(crate) fn absolute(cwd: &Path, p: &Path) -> PathBuf {
 
 /// A builder with the profile choice and the flag scopes applied.
 pub(crate) fn builder(args: &PolicyArgs, vars: Variables) -> PolicyBuilder {
+    // The hooks directory is as much a file the user's git runs later as `.git/hooks` is.
+    let b_hooks = vars.get("GIT_HOOKS_PATH").map(str::to_string);
     let mut b = PolicyBuilder::new(vars);
     if let Some(p) = &args.policy {
         b.policy_file(p);
@@ -97,6 +176,9 @@ pub(crate) fn builder(args: &PolicyArgs, vars: Variables) -> PolicyBuilder {
     }
     if let Some(a) = &args.agent {
         b.agent(a);
+    }
+    if let Some(hooks) = b_hooks {
+        b.flag_scope(ScopeKind::ReadOnly, hooks, "core.hooksPath");
     }
     for (list, kind, flag) in [
         (&args.rw, ScopeKind::Write, "--rw"),
@@ -158,6 +240,9 @@ pub(crate) fn flags_for_shell(args: &PolicyArgs, vars: &Variables, base: &Path) 
     }
     if let Some(a) = &args.agent {
         flag("--agent", a.clone());
+    }
+    if let Some(hooks) = vars.get("GIT_HOOKS_PATH") {
+        flag("--read-only", hooks.to_string());
     }
     if let Some(f) = &args.policy {
         flag("--policy", abs(f));

@@ -182,9 +182,9 @@ fn print_plan(
         };
         text.push_str(&format!("  {:<18} {}\n", what, m.path.display()));
     }
-    for p in &sandbox.plan().placeholders {
+    for p in &sandbox.plan().guarded_dirs {
         text.push_str(&format!(
-            "  placeholder        {} (created for the run, removed after)\n",
+            "  guarded dir        {} (new names checked by the mediator)\n",
             p.display()
         ));
     }

@@ -112,13 +112,31 @@ fs.read = [
   "${HOME}",
 ]
 
+# Files the user's own tools load or run later, protected whether or not they exist at start: the
+# repository's .git except exactly what git itself writes (its configuration, hooks, info/, commondir and
+# config.worktree decide what the user's next `git` runs), the directory core.hooksPath names (added at
+# start from the repository's real configuration), and the editor, agent and shell configuration the
+# user's tools load. A program that tries to create or change one gets EACCES (or EROFS) and the run's
+# outcome lists it.
 [profile.workspace-write]
 extends = "system"
-fs.write = ["${CWD}"]
+fs.write = [
+  "${CWD}",
+  ".git/objects", ".git/refs", ".git/logs", ".git/index", ".git/index.lock", ".git/HEAD",
+  ".git/HEAD.lock", ".git/ORIG_HEAD", ".git/ORIG_HEAD.lock", ".git/FETCH_HEAD", ".git/COMMIT_EDITMSG",
+  ".git/packed-refs", ".git/packed-refs.lock", ".git/AUTO_MERGE", ".git/AUTO_MERGE.lock",
+  ".git/MERGE_HEAD", ".git/MERGE_MSG", ".git/MERGE_MODE", ".git/gc.pid", ".git/gc.log",
+  # Temporary indexes: `git stash`'s, and `git commit <paths>`'s.
+  ".git/index.stash.*", ".git/next-index-*.lock",
+]
+# .git is readable with exactly git's own state writable (a deeper scope or a glob may add more); what
+# decides what git runs is read-only, which no glob can lift.
+fs.read = [".git"]
 fs.read-only = [
-  ".git/hooks/", ".git/config", ".claude/", ".mcp.json", ".vscode/", ".idea/",
-  "~/.bashrc", "~/.bash_profile", "~/.bash_login", "~/.profile", "~/.zshrc", "~/.zshenv",
-  "~/.zprofile", "~/.config/fish/",
+  ".git/config", ".git/config.worktree", ".git/commondir", ".git/hooks/", ".git/info/",
+  ".git/modules/", ".claude/", ".mcp.json", ".vscode/", ".idea/", ".envrc",
+  "~/.bashrc", "~/.bash_profile", "~/.bash_login", "~/.profile", "~/.bash_logout", "~/.zshrc",
+  "~/.zshenv", "~/.zprofile", "~/.zlogin", "~/.config/fish/",
 ]
 
 [profile.read-only]
@@ -145,13 +163,18 @@ fs.runtime = [
 ]
 fs.write = [
   "${WORKTREE}", ".ittybitty", ".ittybitty/agents/${AGENT_ID}",
-  ".git/objects", ".git/refs/heads", ".git/logs/refs/heads", "${WORKTREE_GITDIR}",
+  ".git/objects", ".git/refs", ".git/logs", ".git/packed-refs", ".git/packed-refs.lock",
+  "${WORKTREE_GITDIR}",
 ]
 fs.read = [".git"]
-# The worktree's .git names the git dir the policy was pinned to; .claude/ holds the installed hook.
+# The worktree's .git names the git dir the policy was pinned to; .claude/ holds the installed hook. The
+# worktree's own git dir is writable except what decides what git runs (commondir, gitdir,
+# config.worktree); the rest is as in workspace-write.
 fs.read-only = [
   "${WORKTREE}/.git", "${WORKTREE}/.claude/", "${WORKTREE}/.mcp.json", "${WORKTREE}/.vscode/",
-  "${WORKTREE}/.idea/",
+  "${WORKTREE}/.idea/", "${WORKTREE}/.envrc",
+  "${WORKTREE_GITDIR}/commondir", "${WORKTREE_GITDIR}/gitdir", "${WORKTREE_GITDIR}/config.worktree",
+  "${WORKTREE_GITDIR}/hooks/", "${WORKTREE_GITDIR}/info/",
 ]
 fs.deny = [
   "${REPO_ROOT}", ".ittybitty/agents",

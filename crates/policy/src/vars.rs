@@ -13,6 +13,9 @@ pub const KNOWN_VARIABLES: &[&str] = &[
     "REPO_ROOT",
     "WORKTREE",
     "WORKTREE_GITDIR",
+    // The directory the project's git configuration names as `core.hooksPath`, read at start; the CLI
+    // makes it read-only.
+    "GIT_HOOKS_PATH",
     "PRIVATE_WORKSPACE",
     "RUN_WORKSPACE",
 ];

@@ -6,7 +6,7 @@
 //! child has exactly one thread).
 
 use std::ffi::{CString, c_int};
-use std::os::fd::{AsFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, RawFd};
 use std::path::PathBuf;
 
 use libc::c_char;
@@ -41,6 +41,7 @@ pub(crate) const STAGES: &[&str] = &[
     "close inherited descriptors",
     "no-new-privileges",
     "snapshot", // 24
+    "seccomp filter and mediator",
 ];
 
 pub(crate) const STAGE_EXEC: u32 = 21;
@@ -108,6 +109,13 @@ pub(crate) struct Prepared {
     pub(crate) err_w: RawFd,
     /// A caller's pipe, handed to the program as descriptor 3 ([`crate::SandboxBuilder::pass_pipe`]).
     pub(crate) passed_pipe: Option<RawFd>,
+    /// The program's end of the socket on which it sends the seccomp listener to the mediator.
+    pub(crate) mediator_sock: RawFd,
+    /// The mediator's end, which the init must not keep (a listener queued on it would then outlive a
+    /// mediator that died, and the program would wait on it for ever).
+    pub(crate) mediator_sup: RawFd,
+    /// The seccomp filter (`seccomp.rs`), built before the clone.
+    pub(crate) seccomp: Vec<libc::sock_filter>,
     pub(crate) status_w: RawFd,
     pub(crate) old_mask: libc::sigset_t,
     pub(crate) cap_last: u32,
@@ -193,6 +201,7 @@ impl<T> Step<T> for std::io::Result<T> {
 pub(crate) fn init_main(p: &Prepared) -> ! {
     // If the supervisor dies, so does this init, and with it the whole PID namespace.
     let _ = sys::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong);
+    sys::close(p.mediator_sup);
     sys::setsid().or_fail(p, 0);
     let s = &p.strings;
     if let Some((uid, gid)) = p.user_ns {
@@ -225,6 +234,7 @@ pub(crate) fn init_main(p: &Prepared) -> ! {
 
     // The init: hold no descriptor the agent could use, keep no privilege, reap until the agent is done.
     sys::close(p.err_w);
+    sys::close(p.mediator_sock);
     if let Some(fd) = p.passed_pipe {
         sys::close(fd);
     }
@@ -516,8 +526,20 @@ fn agent_main(p: &Prepared) -> ! {
         // dup2 leaves the new descriptor without close-on-exec: the program keeps it.
         sys::dup2(fd, 3).or_fail(p, 22);
     }
-    sys::close_from(err_w as u32 + 1).or_fail(p, 22);
+    // The mediator's socket sits just above, close-on-exec, until the filter's listener is sent.
+    let mediator_sock = err_w + 1;
+    sys::dup2(p.mediator_sock, mediator_sock).or_fail(p, 22);
+    sys::set_cloexec(mediator_sock).or_fail(p, 22);
+    sys::close_from(mediator_sock as u32 + 1).or_fail(p, 22);
     let p_err = |stage: u32, e: &std::io::Error| fail(err_w, stage, e, 125);
+    // The mediator joins these namespaces through descriptors the program opens on itself: a process
+    // may always open its own, while the supervisor, without privilege, may not open the init's.
+    let ns = |path: &std::ffi::CStr| {
+        sys::openat(libc::AT_FDCWD, path, libc::O_RDONLY | libc::O_CLOEXEC, 0)
+            .unwrap_or_else(|e| fail(err_w, 25, &e, 125))
+    };
+    let mount_ns = ns(c"/proc/thread-self/ns/mnt");
+    let user_ns = p.user_ns.map(|_| ns(c"/proc/thread-self/ns/user"));
 
     if let Err(e) = sys::chdir(&p.cwd) {
         p_err(15, &e);
@@ -554,6 +576,27 @@ fn agent_main(p: &Prepared) -> ! {
     if let Err((stage, e)) = apply_landlock(&p.landlock, p.landlock_hard) {
         p_err(stage, &e);
     }
+    // Last, so that the setup above is not mediated: from here every name the program creates and every
+    // connect goes through the mediator (mediate.rs), which holds the listener.
+    match sys::seccomp_install_with_listener(&p.seccomp) {
+        Ok(listener) => {
+            let mut fds = [listener, mount_ns.as_raw_fd(), -1];
+            let count = match &user_ns {
+                Some(user) => {
+                    fds[2] = user.as_raw_fd();
+                    3
+                }
+                None => 2,
+            };
+            if let Err(e) = sys::send_fds(mediator_sock, &fds[..count]) {
+                p_err(25, &e);
+            }
+            sys::close(listener);
+        }
+        Err(e) => p_err(25, &e),
+    }
+    drop((mount_ns, user_ns));
+    sys::close(mediator_sock);
     let e = sys::execve(&p.exec_path, &p.argv_ptrs, &p.envp_ptrs);
     let code = if e.kind() == std::io::ErrorKind::NotFound {
         127

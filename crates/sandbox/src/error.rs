@@ -59,14 +59,6 @@ pub enum SandboxError {
         /// The limit.
         limit: usize,
     },
-    /// A placeholder that holds a `read-only` rule in place could not be created.
-    #[error("cannot create placeholder directory '{path}' for a read-only rule: {source}")]
-    Placeholder {
-        /// The path.
-        path: PathBuf,
-        /// The OS error.
-        source: std::io::Error,
-    },
     /// The policy asks for something that cannot hold for this user.
     #[error("{message}")]
     Policy {

@@ -62,11 +62,14 @@
 
 mod child;
 mod error;
+mod mediate;
 mod plan;
 mod run;
+mod seccomp;
 mod sys;
 
 pub use error::SandboxError;
+pub use mediate::Refusal;
 pub use plan::{LandlockGrant, MAX_GLOB_WALK_ENTRIES, MountOp, MountPlan, PlannedMount, Siblings};
 pub use run::{
     RunOutcome, RunningSandbox, Sandbox, SandboxBuilder, Stdio, StopReason, new_temp_dir_path,

@@ -95,12 +95,11 @@ pub struct MountPlan {
     pub mounts: Vec<PlannedMount>,
     /// Landlock rules, applied after the root is built.
     pub landlock: Vec<(PathBuf, LandlockGrant)>,
-    /// Empty directories created on the host to hold a `read-only` rule in place inside a writable tree;
-    /// removed after the run if still empty.
-    pub placeholders: Vec<PathBuf>,
-    /// Existing directories that hold a `read-only` rule inside a writable tree: they may be another
-    /// run's placeholders, so a run keeps them from being removed while it lasts.
-    pub protected_dirs: Vec<PathBuf>,
+    /// Directories the policy does not let the program write, but in which it names files it may create
+    /// (`.git`, where `index.lock` may be made but `config` may not be changed): bound writable, every
+    /// existing entry the policy does not make writable bound back at its own level, and every new name
+    /// left to the mediator.
+    pub guarded_dirs: Vec<PathBuf>,
 }
 
 const STANDARD_DEVICES: &[&str] = &[
@@ -127,8 +126,18 @@ pub enum Siblings {
 }
 
 impl MountPlan {
+    /// The run's private, writable areas: its tmpfs mounts that vanish with it (temp dir, `/dev/shm`, the
+    /// private `/tmp` and `/var/tmp`) and `/dev`, which holds only the standard devices.
+    pub fn private_areas(&self) -> Vec<PathBuf> {
+        self.mounts
+            .iter()
+            .filter(|m| matches!(m.op, MountOp::PrivateTmpfs { .. } | MountOp::Dev))
+            .map(|m| m.path.clone())
+            .collect()
+    }
+
     /// Computes the plan. `temp_dir` is the run's private temp dir (a tmpfs inside the sandbox; it never
-    /// exists on the host). Placeholders are only listed here; `Sandbox::spawn` makes them, shared with concurrent runs.
+    /// exists on the host). Nothing is created on the host.
     pub fn new(
         policy: &ResolvedPolicy,
         temp_dir: &Path,
@@ -166,58 +175,20 @@ impl MountPlan {
                         },
                     });
                 }
-                ScopeKind::ReadOnly => {
-                    let parent_writable = path.parent().is_some_and(|p| {
-                        policy
-                            .decide(
-                                &CanonicalPath::assume_canonical(p.to_path_buf()),
-                                Access::Write,
-                            )
-                            .is_allow()
+                // A target that does not exist is held by the mediator, which refuses to create it (or
+                // anything under it): nothing is made on the host.
+                ScopeKind::ReadOnly
+                    if exists
+                        && policy.decide(&target.canonical, Access::Read).level()
+                            == Level::Read =>
+                {
+                    entries.push(PlannedMount {
+                        path: path.to_path_buf(),
+                        op: MountOp::Bind {
+                            write: false,
+                            dir: target.is_dir,
+                        },
                     });
-                    if exists && parent_writable && target.dir_hint && target.is_dir {
-                        plan.protected_dirs.push(path.to_path_buf());
-                    }
-                    if !exists {
-                        // Only a writable parent lets the agent create it; a placeholder holds the rule.
-                        let parent = path.parent().unwrap_or(path);
-                        if parent_writable
-                            && target.dir_hint
-                            && target.canonical.existing_ancestor() == parent
-                        {
-                            if std::fs::metadata(parent).is_ok_and(|m| m.is_dir()) {
-                                plan.placeholders.push(path.to_path_buf());
-                                entries.push(PlannedMount {
-                                    path: path.to_path_buf(),
-                                    op: MountOp::Bind {
-                                        write: false,
-                                        dir: true,
-                                    },
-                                });
-                            } else {
-                                // A file where the directory would be (a linked worktree's or a
-                                // submodule's `.git`): the agent could only create the protected path
-                                // by replacing that file, so the file is held read-only instead.
-                                entries.push(PlannedMount {
-                                    path: parent.to_path_buf(),
-                                    op: MountOp::Bind {
-                                        write: false,
-                                        dir: false,
-                                    },
-                                });
-                            }
-                        }
-                        continue;
-                    }
-                    if policy.decide(&target.canonical, Access::Read).level() == Level::Read {
-                        entries.push(PlannedMount {
-                            path: path.to_path_buf(),
-                            op: MountOp::Bind {
-                                write: false,
-                                dir: target.is_dir,
-                            },
-                        });
-                    }
                 }
                 ScopeKind::Deny => {
                     if !exists {
@@ -234,6 +205,7 @@ impl MountPlan {
             }
         }
         plan.add_glob_entries(policy, &mut entries)?;
+        plan.add_guarded_dirs(policy, &mut entries);
         drop_redundant_binds(&mut entries);
 
         // Protected entries inside a writable tree: every ancestor between the writable root and the entry
@@ -516,6 +488,69 @@ impl MountPlan {
 
     /// Mirrors, in every directory of the empty root (the ancestors of mounts that no bind covers), the host's
     /// other entries as mode-000 stubs, and its symlinks as they are.
+    /// A directory the policy keeps from the program (read or read-only) with a write scope naming one of
+    /// its entries that is not a directory or does not exist yet (`.git` with `.git/index.lock`): creating
+    /// that file, or renaming it into place, needs the directory writable in the kernel, which a bind of
+    /// the entry cannot give. So the directory is bound writable, each existing entry the policy does not
+    /// make writable is bound back at its level (which also keeps it from being removed or renamed: a
+    /// mount point), and every new name is the mediator's to allow.
+    fn add_guarded_dirs(&mut self, policy: &ResolvedPolicy, entries: &mut Vec<PlannedMount>) {
+        let mut guarded: Vec<PathBuf> = Vec::new();
+        for scope in policy.scopes() {
+            let ScopeTarget::Path(target) = &scope.target else {
+                continue;
+            };
+            if scope.kind != ScopeKind::Write || (target.is_dir && target.canonical.exists()) {
+                continue;
+            }
+            let Some(dir) = target.canonical.as_path().parent() else {
+                continue;
+            };
+            let canon = CanonicalPath::assume_canonical(dir.to_path_buf());
+            if policy.decide(&canon, Access::Write).is_allow()
+                || policy.decide(&canon, Access::Read).level() != Level::Read
+                || !std::fs::metadata(dir).is_ok_and(|m| m.is_dir())
+                || guarded.iter().any(|g| g == dir)
+            {
+                continue;
+            }
+            guarded.push(dir.to_path_buf());
+        }
+        for dir in guarded {
+            entries.retain(|e| e.path != dir);
+            entries.push(PlannedMount {
+                path: dir.clone(),
+                op: MountOp::Bind {
+                    write: true,
+                    dir: true,
+                },
+            });
+            let Ok(read) = std::fs::read_dir(&dir) else {
+                continue;
+            };
+            for entry in read.flatten() {
+                let path = entry.path();
+                if entries.iter().any(|e| e.path == path) {
+                    continue;
+                }
+                let is_dir = entry.file_type().is_ok_and(|t| t.is_dir());
+                let canon = CanonicalPath::assume_canonical(path.clone());
+                let op = match bind_level(policy, &canon, is_dir) {
+                    // Inherits the directory's writable bind, and stays a plain entry that git can
+                    // replace by renaming `index.lock` onto it.
+                    Level::Write => continue,
+                    Level::Read => MountOp::Bind {
+                        write: false,
+                        dir: is_dir,
+                    },
+                    Level::None => mask(is_dir),
+                };
+                entries.push(PlannedMount { path, op });
+            }
+            self.guarded_dirs.push(dir);
+        }
+    }
+
     fn add_siblings(&mut self, siblings: Siblings) {
         /// Entries mirrored per directory; the rest simply do not exist inside (ENOENT instead of EACCES).
         const MAX_STUBS_PER_DIR: usize = 4096;
@@ -576,8 +611,20 @@ impl MountPlan {
             let ScopeTarget::Glob(glob) = &scope.target else {
                 continue;
             };
-            let mut stack = vec![glob.prefix.clone()];
-            while let Some(dir) = stack.pop() {
+            // A glob without `**` matches at a fixed depth below its literal prefix: the walk stops there
+            // (`.git/index.stash.*` lists `.git`, never `.git/objects`).
+            let parts: Vec<&str> = glob.pattern.split('/').filter(|c| !c.is_empty()).collect();
+            let literal = parts
+                .iter()
+                .take_while(|c| !c.contains(['*', '?', '[', '{']))
+                .count();
+            let max_depth = if glob.pattern.contains("**") {
+                usize::MAX
+            } else {
+                parts.len().saturating_sub(literal).max(1)
+            };
+            let mut stack = vec![(glob.prefix.clone(), 0usize)];
+            while let Some((dir, dir_depth)) = stack.pop() {
                 let Ok(read) = std::fs::read_dir(&dir) else {
                     continue;
                 };
@@ -633,8 +680,8 @@ impl MountPlan {
                             _ => {}
                         }
                     }
-                    if ft.is_dir() {
-                        stack.push(path);
+                    if ft.is_dir() && dir_depth + 1 < max_depth {
+                        stack.push((path, dir_depth + 1));
                     }
                 }
             }
@@ -852,10 +899,45 @@ mod tests {
         assert_eq!(op_at(&plan, &root.join("r/nothing")), None);
         // Same kind inside the same kind adds nothing; a write tree inside keeps its own bind.
         assert_eq!(op_at(&plan, &root.join("r/sub")), None);
-        assert_eq!(plan.placeholders, vec![root.join("w/.claude")]);
+        // A read-only target that does not exist is left to the mediator: nothing is made for it.
+        assert_eq!(op_at(&plan, &root.join("w/.claude")), None);
         let pos = |p: &Path| plan.mounts.iter().position(|m| m.path == p).unwrap();
         assert!(pos(&root.join("w")) < pos(&root.join("w/.git")));
         assert!(pos(&root.join("w/.git")) < pos(&root.join("w/.git/hooks")));
+    }
+
+    #[test]
+    fn a_read_only_directory_with_writable_names_is_guarded() {
+        let (_tmp, root) = tree(
+            &["w/.git/objects", "w/.git/hooks"],
+            &["w/.git/config", "w/.git/index", "w/.git/HEAD"],
+        );
+        let plan = plan_for(
+            &root,
+            "[profile.p]\nfs.write = [\"w\", \"w/.git/objects\", \"w/.git/index\", \"w/.git/index.lock\"]\n\
+             fs.read-only = [\"w/.git\"]\n",
+        );
+        assert_eq!(plan.guarded_dirs, vec![root.join("w/.git")]);
+        // Writable through `w`'s bind (a bind of its own would add nothing).
+        assert_eq!(op_at(&plan, &root.join("w/.git")), None);
+        // What the policy keeps read-only is bound back; what it makes writable stays a plain entry that
+        // a rename can replace.
+        for ro in ["w/.git/config", "w/.git/HEAD"] {
+            assert_eq!(
+                op_at(&plan, &root.join(ro)),
+                Some(&MountOp::Bind {
+                    write: false,
+                    dir: false
+                }),
+                "{ro}"
+            );
+        }
+        assert!(matches!(
+            op_at(&plan, &root.join("w/.git/hooks")),
+            Some(MountOp::Bind { write: false, .. })
+        ));
+        assert_eq!(op_at(&plan, &root.join("w/.git/index")), None);
+        assert_eq!(op_at(&plan, &root.join("w/.git/objects")), None);
     }
 
     #[test]

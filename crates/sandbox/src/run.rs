@@ -444,19 +444,6 @@ impl Sandbox {
     /// Starts the program. The calling thread must be the process's only thread: the sandbox's init is a
     /// fork of it.
     pub fn spawn(self) -> Result<RunningSandbox, SandboxError> {
-        let placeholders = hold_placeholders(&self.plan)?;
-        let result = self.spawn_inner();
-        if result.is_err() {
-            release_placeholders(placeholders);
-            return result;
-        }
-        result.map(|mut r| {
-            r.placeholders = placeholders;
-            r
-        })
-    }
-
-    fn spawn_inner(self) -> Result<RunningSandbox, SandboxError> {
         let mut ops = Vec::new();
         let mut mkdirs = Vec::new();
         // Directories of the empty root to create before each mount: each once, and none where the
@@ -621,6 +608,18 @@ impl Sandbox {
             None
         };
 
+        // The program's end is numbered 64 or above, like the passed pipe, out of the way of the moves.
+        let (mediator_sup, mediator_low) =
+            sys::socketpair().map_err(SandboxError::io("socketpair for the mediator"))?;
+        let mediator_child = sys::dup_above(mediator_low, 64);
+        sys::close(mediator_low);
+        let mediator_child = match mediator_child {
+            Ok(fd) => fd,
+            Err(e) => {
+                sys::close(mediator_sup);
+                return Err(SandboxError::io("dup the mediator socket")(e));
+            }
+        };
         let old_mask =
             sys::block_signals(CANCEL_SIGNALS).map_err(SandboxError::io("block signals"))?;
         let sigfd = match sys::signalfd(CANCEL_SIGNALS) {
@@ -650,6 +649,9 @@ impl Sandbox {
             stderr_w: errout.map(|(_, w)| w),
             err_w,
             passed_pipe,
+            mediator_sock: mediator_child,
+            mediator_sup,
+            seccomp: crate::seccomp::program(),
             status_w,
             old_mask,
             cap_last,
@@ -678,9 +680,17 @@ impl Sandbox {
             }
             Err(e) => {
                 let _ = sys::set_signal_mask(&old_mask);
-                for fd in [err_r, err_w, status_r, status_w, sigfd]
-                    .into_iter()
-                    .chain(passed_pipe)
+                for fd in [
+                    err_r,
+                    err_w,
+                    status_r,
+                    status_w,
+                    sigfd,
+                    mediator_sup,
+                    mediator_child,
+                ]
+                .into_iter()
+                .chain(passed_pipe)
                 {
                     sys::close(fd);
                 }
@@ -709,6 +719,33 @@ impl Sandbox {
         if let Some((_, w)) = errout {
             sys::close(w);
         }
+        sys::close(mediator_child);
+        // Forked now that this process holds none of the program's pipe ends: the mediator must not
+        // keep a stream open after the program is gone.
+        let mediator_config = crate::mediate::MediatorConfig {
+            user_ns: prepared.user_ns.is_some(),
+            policy: self.policy.clone(),
+            private: self.plan.private_areas(),
+            // The user namespace maps the caller's ids to themselves.
+            ids: prepared
+                .switch_user
+                .unwrap_or((sys::geteuid(), sys::getegid())),
+            private_net: prepared.net_ns,
+        };
+        let mediator = crate::mediate::spawn(mediator_sup, &mediator_config);
+        sys::close(mediator_sup);
+        let mediator = match mediator {
+            Ok(m) => m,
+            Err(e) => {
+                let _ = sys::kill(pid, libc::SIGKILL);
+                let _ = sys::waitpid(pid, 0);
+                return Err(SandboxError::Setup {
+                    stage: "start the mediator",
+                    source: e,
+                });
+            }
+        };
+        let _ = sys::set_nonblocking(mediator.report);
         let pidfd = sys::pidfd_open(pid).map_err(SandboxError::io("pidfd_open"))?;
         for fd in [err_r, status_r]
             .into_iter()
@@ -732,120 +769,9 @@ impl Sandbox {
             output_limit: limits.output,
             stdio: self.stdio,
             temp_dir: self.temp_dir,
-            placeholders: Vec::new(),
             warnings: self.warnings,
+            mediator,
         })
-    }
-}
-
-/// A placeholder directory (an empty directory made on the host so a `read-only` rule has a mount point)
-/// held by this run. Runs in the same project share placeholders, and removing one detaches every other
-/// run's mount on it, which would lift that run's protection. So each run holding a placeholder keeps a
-/// shared `flock` on a lock file named after it, and only the run that can take the lock exclusively (the
-/// last one) removes the directory.
-#[derive(Debug)]
-pub(crate) struct HeldPlaceholder {
-    path: PathBuf,
-    lock: std::fs::File,
-}
-
-const PLACEHOLDER_MARK: &[u8] = b"placeholder\n";
-
-fn placeholder_lock_path(path: &Path) -> PathBuf {
-    // FNV-1a: a stable name per placeholder path.
-    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
-    for byte in path.as_os_str().as_bytes() {
-        hash ^= u64::from(*byte);
-        hash = hash.wrapping_mul(0x0100_0000_01b3);
-    }
-    std::env::temp_dir()
-        .join("stockade-placeholders")
-        .join(format!("{hash:016x}"))
-}
-
-fn open_placeholder_lock(path: &Path) -> std::io::Result<std::fs::File> {
-    use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
-    if let Some(dir) = path.parent()
-        && std::fs::create_dir(dir).is_ok()
-    {
-        // Shared by every user's runs, like /tmp itself.
-        let _ = std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o1777));
-    }
-    let file = std::fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create(true)
-        .truncate(false)
-        .mode(0o666)
-        .open(path)
-        .or_else(|_| std::fs::File::open(path))?;
-    // Past the umask, so another user's run can mark it too (only the owner can change it).
-    let _ = file.set_permissions(std::fs::Permissions::from_mode(0o666));
-    Ok(file)
-}
-
-/// Takes a shared hold on every placeholder the plan needs (creating the missing ones) and on every
-/// existing protected directory that is another run's placeholder.
-fn hold_placeholders(plan: &MountPlan) -> Result<Vec<HeldPlaceholder>, SandboxError> {
-    use std::io::{Read, Seek, Write};
-    let mut held = Vec::new();
-    let candidates = plan.placeholders.iter().chain(&plan.protected_dirs);
-    for path in candidates {
-        let fail = |source: std::io::Error| SandboxError::Placeholder {
-            path: path.clone(),
-            source,
-        };
-        let lock_path = placeholder_lock_path(path);
-        let mut lock = match open_placeholder_lock(&lock_path) {
-            Ok(lock) => lock,
-            // Without a lock this run cannot share safely: create nothing it would have to remove.
-            Err(source) if plan.placeholders.contains(path) => {
-                release_placeholders(held);
-                return Err(fail(source));
-            }
-            Err(_) => continue,
-        };
-        if let Err(source) = sys::flock(std::os::fd::AsRawFd::as_raw_fd(&lock), libc::LOCK_SH) {
-            release_placeholders(held);
-            return Err(fail(source));
-        }
-        let created = match std::fs::create_dir(path) {
-            Ok(()) => true,
-            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => false,
-            Err(source) => {
-                release_placeholders(held);
-                return Err(fail(source));
-            }
-        };
-        let mut mark = Vec::new();
-        let _ = lock.rewind().and_then(|()| lock.read_to_end(&mut mark));
-        if created {
-            let _ = lock
-                .rewind()
-                .and_then(|()| lock.write_all(PLACEHOLDER_MARK));
-        } else if mark != PLACEHOLDER_MARK {
-            continue; // a directory of the user's own: never removed
-        }
-        held.push(HeldPlaceholder {
-            path: path.clone(),
-            lock,
-        });
-    }
-    Ok(held)
-}
-
-/// Drops this run's holds; the last holder of a placeholder removes it (if still empty).
-fn release_placeholders(held: Vec<HeldPlaceholder>) {
-    for h in held.into_iter().rev() {
-        if sys::flock(
-            std::os::fd::AsRawFd::as_raw_fd(&h.lock),
-            libc::LOCK_EX | libc::LOCK_NB,
-        )
-        .is_ok()
-            && std::fs::remove_dir(&h.path).is_ok()
-        {
-            let _ = h.lock.set_len(0);
-        }
     }
 }
 
@@ -867,8 +793,8 @@ pub struct RunningSandbox {
     output_limit: Option<u64>,
     stdio: Stdio,
     temp_dir: PathBuf,
-    placeholders: Vec<HeldPlaceholder>,
     warnings: Vec<String>,
+    mediator: crate::mediate::MediatorProcess,
 }
 
 /// Why a run was stopped by stockade rather than ending by itself.
@@ -912,9 +838,16 @@ pub struct RunOutcome {
     pub stopped: Option<StopReason>,
     /// Peak resident memory of the largest process, in bytes.
     pub peak_memory_bytes: u64,
-    /// Refusals the kernel reported to stockade. Always empty: Landlock and mount refusals are seen only by
-    /// the confined process (see the crate's Limitations).
+    /// Refusals stockade saw: the mediator's (creating a name, renaming, linking or connecting where the
+    /// policy does not allow it), as `<call> <access> <path>`. Landlock and mount refusals are seen only
+    /// by the confined process (see the crate's Limitations).
     pub denials_observed: Vec<String>,
+    /// The mediator's refusals, whole (at most 256 kept; `refused_calls` counts them all).
+    pub refusals: Vec<crate::Refusal>,
+    /// Calls the mediator handled (creations, renames, links, connects).
+    pub mediated_calls: u64,
+    /// Calls the mediator refused.
+    pub refused_calls: u64,
     /// The private temp dir (it existed only inside the sandbox and is gone).
     pub temp_dir: PathBuf,
     /// Partial-enforcement warnings (best-effort mode).
@@ -1132,6 +1065,15 @@ impl RunningSandbox {
             (_, None, Some(sig)) => 128 + sig,
             (_, None, None) => 125,
         };
+        let findings = self.mediator_findings();
+        let mut warnings = std::mem::take(&mut self.warnings);
+        let findings = findings.unwrap_or_else(|| {
+            warnings.push(
+                "the mediator ended without a report: calls it should have answered failed (ENOSYS)"
+                    .into(),
+            );
+            crate::mediate::Findings::default()
+        });
         Ok(RunOutcome {
             exit_code,
             signal,
@@ -1140,12 +1082,28 @@ impl RunningSandbox {
             timed_out,
             stopped,
             peak_memory_bytes: report.map_or_else(sys::children_max_rss, |r| r.peak_memory_bytes),
-            denials_observed: Vec::new(),
+            denials_observed: findings
+                .refusals
+                .iter()
+                .map(|r| format!("{} {} {}", r.call, r.access, r.path.display()))
+                .collect(),
+            refusals: findings.refusals,
+            mediated_calls: findings.mediated,
+            refused_calls: findings.refused,
             temp_dir: self.temp_dir.clone(),
-            warnings: std::mem::take(&mut self.warnings),
+            warnings,
             stdout,
             stderr,
         })
+    }
+
+    /// The mediator's report, once every process under the filter is gone (it then exits at once).
+    fn mediator_findings(&mut self) -> Option<crate::mediate::Findings> {
+        let mut bytes = Vec::new();
+        drain_blocking(self.mediator.report, &mut bytes);
+        let _ = sys::waitpid(self.mediator.pid, 0);
+        self.mediator.pid = 0;
+        crate::mediate::Findings::parse(&bytes)
     }
 
     /// Forwards or collects a chunk within the limit; returns a stop reason when the limit is passed.
@@ -1227,10 +1185,19 @@ impl Drop for RunningSandbox {
             let _ = sys::kill(self.pid, libc::SIGKILL);
             let _ = sys::waitpid(self.pid, libc::WNOHANG);
         }
-        for fd in [self.pidfd, self.sigfd, self.err_r, self.status_r] {
+        if self.mediator.pid > 0 {
+            let _ = sys::kill(self.mediator.pid, libc::SIGKILL);
+            let _ = sys::waitpid(self.mediator.pid, 0);
+        }
+        for fd in [
+            self.pidfd,
+            self.sigfd,
+            self.err_r,
+            self.status_r,
+            self.mediator.report,
+        ] {
             sys::close(fd);
         }
         let _ = sys::set_signal_mask(&self.old_mask);
-        release_placeholders(std::mem::take(&mut self.placeholders));
     }
 }

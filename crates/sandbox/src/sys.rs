@@ -265,11 +265,6 @@ pub(crate) fn read(fd: RawFd, buf: &mut [u8]) -> io::Result<usize> {
     }
 }
 
-pub(crate) fn flock(fd: RawFd, operation: c_int) -> io::Result<()> {
-    // SAFETY: flock on a descriptor the caller owns; no memory is passed.
-    check(unsafe { libc::flock(fd, operation) }).map(drop)
-}
-
 pub(crate) fn close(fd: RawFd) {
     // SAFETY: closing a descriptor we own; errors are irrelevant here.
     unsafe { libc::close(fd) };
@@ -591,6 +586,379 @@ pub(crate) fn read_signal(fd: RawFd) -> Option<u32> {
     } else {
         None
     }
+}
+
+// ---- seccomp and the mediator (seccomp.rs, mediate.rs) ----
+
+/// Installs `program` as this thread's seccomp filter (no-new-privs must be set) and returns the
+/// listener descriptor for its `SECCOMP_RET_USER_NOTIF` answers. Allocates nothing.
+pub(crate) fn seccomp_install_with_listener(program: &[libc::sock_filter]) -> io::Result<RawFd> {
+    let prog = libc::sock_fprog {
+        len: program.len() as u16,
+        filter: program.as_ptr() as *mut libc::sock_filter,
+    };
+    // SAFETY: `prog` points at `program`, valid for the call; the kernel copies the filter.
+    let fd = check_long(unsafe {
+        libc::syscall(
+            libc::SYS_seccomp,
+            libc::SECCOMP_SET_MODE_FILTER,
+            libc::SECCOMP_FILTER_FLAG_NEW_LISTENER,
+            &prog as *const libc::sock_fprog,
+        )
+    })?;
+    Ok(fd as RawFd)
+}
+
+/// Most descriptors one message carries ([`send_fds`], [`recv_fds`]).
+const MAX_PASSED_FDS: usize = 4;
+
+/// Sends descriptors (at most four) over a Unix socket with one byte of data. Allocates nothing: it runs
+/// in the sandbox's child processes.
+pub(crate) fn send_fds(sock: RawFd, fds: &[RawFd]) -> io::Result<()> {
+    let fds = fds.get(..fds.len().min(MAX_PASSED_FDS)).unwrap_or(&[]);
+    let mut byte = [0u8; 1];
+    let mut iov = libc::iovec {
+        iov_base: byte.as_mut_ptr().cast(),
+        iov_len: 1,
+    };
+    // Room for one cmsghdr carrying up to four ints, suitably aligned.
+    let mut control = [0u64; 6];
+    let data_len = std::mem::size_of_val(fds) as u32;
+    // SAFETY: msghdr is plain data; every pointer set below stays valid for the sendmsg call.
+    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+    msg.msg_iov = &mut iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = control.as_mut_ptr().cast();
+    // SAFETY: CMSG_SPACE is a pure computation.
+    msg.msg_controllen = unsafe { libc::CMSG_SPACE(data_len) } as usize;
+    // SAFETY: the control buffer is large enough for one header with four ints (CMSG_SPACE(16) = 32).
+    unsafe {
+        let cmsg = libc::CMSG_FIRSTHDR(&msg);
+        (*cmsg).cmsg_level = libc::SOL_SOCKET;
+        (*cmsg).cmsg_type = libc::SCM_RIGHTS;
+        (*cmsg).cmsg_len = libc::CMSG_LEN(data_len) as usize;
+        let data = libc::CMSG_DATA(cmsg).cast::<c_int>();
+        for (i, fd) in fds.iter().enumerate() {
+            std::ptr::write_unaligned(data.add(i), *fd);
+        }
+    }
+    // SAFETY: a valid msghdr for the call.
+    check_long(unsafe { libc::sendmsg(sock, &msg, 0) } as libc::c_long).map(drop)
+}
+
+/// Receives the descriptors sent by [`send_fds`], close-on-exec; `None` at end of stream.
+pub(crate) fn recv_fds(sock: RawFd) -> io::Result<Option<Vec<std::os::fd::OwnedFd>>> {
+    use std::os::fd::FromRawFd;
+    let mut byte = [0u8; 1];
+    let mut iov = libc::iovec {
+        iov_base: byte.as_mut_ptr().cast(),
+        iov_len: 1,
+    };
+    let mut control = [0u64; 6];
+    // SAFETY: as in send_fds.
+    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+    msg.msg_iov = &mut iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = control.as_mut_ptr().cast();
+    msg.msg_controllen = std::mem::size_of_val(&control);
+    let n = loop {
+        // SAFETY: a valid msghdr whose buffers outlive the call.
+        let r = unsafe { libc::recvmsg(sock, &mut msg, libc::MSG_CMSG_CLOEXEC) };
+        if r == -1 && io::Error::last_os_error().kind() == io::ErrorKind::Interrupted {
+            continue;
+        }
+        break check_long(r as libc::c_long)?;
+    };
+    if n == 0 {
+        return Ok(None);
+    }
+    let mut out = Vec::new();
+    // SAFETY: the kernel filled the control buffer; the header is checked before its data is read, and
+    // the count of ints comes from the header's own length.
+    unsafe {
+        let cmsg = libc::CMSG_FIRSTHDR(&msg);
+        if cmsg.is_null()
+            || (*cmsg).cmsg_level != libc::SOL_SOCKET
+            || (*cmsg).cmsg_type != libc::SCM_RIGHTS
+        {
+            return Err(io::Error::other("no descriptor in the message"));
+        }
+        let header = libc::CMSG_LEN(0) as usize;
+        let count = ((*cmsg).cmsg_len.saturating_sub(header)) / std::mem::size_of::<c_int>();
+        let data = libc::CMSG_DATA(cmsg).cast::<c_int>();
+        for i in 0..count.min(MAX_PASSED_FDS) {
+            let fd = std::ptr::read_unaligned(data.add(i));
+            out.push(std::os::fd::OwnedFd::from_raw_fd(fd));
+        }
+    }
+    Ok(Some(out))
+}
+
+/// A connected pair of close-on-exec Unix stream sockets.
+pub(crate) fn socketpair() -> io::Result<(RawFd, RawFd)> {
+    let mut fds = [0 as c_int; 2];
+    // SAFETY: a two-element array for the kernel to fill.
+    check(unsafe {
+        libc::socketpair(
+            libc::AF_UNIX,
+            libc::SOCK_STREAM | libc::SOCK_CLOEXEC,
+            0,
+            fds.as_mut_ptr(),
+        )
+    })?;
+    Ok((fds[0], fds[1]))
+}
+
+/// Waits for the next notification on a seccomp listener.
+pub(crate) fn notif_recv(listener: RawFd) -> io::Result<libc::seccomp_notif> {
+    // SAFETY: the kernel requires a zeroed struct and fills it.
+    let mut n: libc::seccomp_notif = unsafe { std::mem::zeroed() };
+    // SAFETY: a valid pointer to a seccomp_notif for the RECV ioctl.
+    check(unsafe { libc::ioctl(listener, libc::SECCOMP_IOCTL_NOTIF_RECV, &mut n) })?;
+    Ok(n)
+}
+
+/// Answers notification `id`: `Ok(val)` returns `val`, `Err(errno)` fails the call with it.
+pub(crate) fn notif_send(listener: RawFd, id: u64, result: Result<i64, i32>) -> io::Result<()> {
+    let (val, error) = match result {
+        Ok(v) => (v, 0),
+        Err(e) => (0, -e),
+    };
+    let resp = libc::seccomp_notif_resp {
+        id,
+        val,
+        error,
+        flags: 0,
+    };
+    // SAFETY: a valid pointer to a seccomp_notif_resp for the SEND ioctl.
+    check(unsafe { libc::ioctl(listener, libc::SECCOMP_IOCTL_NOTIF_SEND, &resp) }).map(drop)
+}
+
+/// Whether notification `id` is still pending (its process has not died, its pid not been reused).
+pub(crate) fn notif_id_valid(listener: RawFd, id: u64) -> bool {
+    // SAFETY: a valid pointer to a u64 for the ID_VALID ioctl.
+    unsafe { libc::ioctl(listener, libc::SECCOMP_IOCTL_NOTIF_ID_VALID, &id) == 0 }
+}
+
+/// Installs `fd` in the notifying process and answers notification `id` with its number, in one step.
+pub(crate) fn notif_addfd_send(
+    listener: RawFd,
+    id: u64,
+    fd: RawFd,
+    cloexec: bool,
+) -> io::Result<()> {
+    let addfd = libc::seccomp_notif_addfd {
+        id,
+        flags: libc::SECCOMP_ADDFD_FLAG_SEND as u32,
+        srcfd: fd as u32,
+        newfd: 0,
+        newfd_flags: if cloexec { libc::O_CLOEXEC as u32 } else { 0 },
+    };
+    // SAFETY: a valid pointer to a seccomp_notif_addfd for the ADDFD ioctl.
+    check(unsafe { libc::ioctl(listener, libc::SECCOMP_IOCTL_NOTIF_ADDFD, &addfd) }).map(drop)
+}
+
+/// Reads `buf.len()` bytes at `addr` in process `pid` (short at an unmapped page).
+pub(crate) fn read_process_memory(pid: pid_t, addr: u64, buf: &mut [u8]) -> io::Result<usize> {
+    let local = libc::iovec {
+        iov_base: buf.as_mut_ptr().cast(),
+        iov_len: buf.len(),
+    };
+    let remote = libc::iovec {
+        iov_base: addr as *mut libc::c_void,
+        iov_len: buf.len(),
+    };
+    // SAFETY: `local` describes `buf`, writable for its length; `remote` is only read by the kernel, in
+    // the other process, and faults there are reported as a short count or EFAULT.
+    let n = unsafe { libc::process_vm_readv(pid, &local, 1, &remote, 1, 0) };
+    check_long(n as libc::c_long).map(|n| n as usize)
+}
+
+/// A duplicate of process `pidfd`'s descriptor `fd` in this process (close-on-exec).
+pub(crate) fn pidfd_getfd(pidfd: RawFd, fd: c_int) -> io::Result<std::os::fd::OwnedFd> {
+    use std::os::fd::FromRawFd;
+    // SAFETY: integer arguments; the new descriptor is owned by the returned OwnedFd.
+    let r = check_long(unsafe { libc::syscall(libc::SYS_pidfd_getfd, pidfd, fd, 0) })?;
+    // SAFETY: the kernel just returned this descriptor to us.
+    Ok(unsafe { std::os::fd::OwnedFd::from_raw_fd(r as RawFd) })
+}
+
+/// `openat(2)`, returning an owned descriptor.
+pub(crate) fn openat(
+    dir: RawFd,
+    path: &CStr,
+    flags: c_int,
+    mode: u32,
+) -> io::Result<std::os::fd::OwnedFd> {
+    use std::os::fd::FromRawFd;
+    // SAFETY: NUL-terminated path; the new descriptor is owned by the returned OwnedFd.
+    let fd = check(unsafe { libc::openat(dir, path.as_ptr(), flags, mode) })?;
+    // SAFETY: the kernel just returned this descriptor to us.
+    Ok(unsafe { std::os::fd::OwnedFd::from_raw_fd(fd) })
+}
+
+/// `fstatat(2)` without following a final symlink: the file type bits, or the error.
+pub(crate) fn lstat_at(dir: RawFd, name: &CStr) -> io::Result<u32> {
+    // SAFETY: `st` is plain data filled by the kernel.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: NUL-terminated name and a valid out pointer.
+    check(unsafe { libc::fstatat(dir, name.as_ptr(), &mut st, libc::AT_SYMLINK_NOFOLLOW) })?;
+    Ok(st.st_mode & libc::S_IFMT)
+}
+
+/// The file type (`S_IFMT` bits) of an open descriptor.
+pub(crate) fn fstat_kind(fd: RawFd) -> io::Result<u32> {
+    // SAFETY: `st` is plain data filled by the kernel.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: an empty NUL-terminated name with AT_EMPTY_PATH names `fd` itself.
+    check(unsafe { libc::fstatat(fd, c"".as_ptr(), &mut st, libc::AT_EMPTY_PATH) })?;
+    Ok(st.st_mode & libc::S_IFMT)
+}
+
+/// `readlinkat(2)` into a new buffer.
+pub(crate) fn readlink_at(dir: RawFd, name: &CStr) -> io::Result<Vec<u8>> {
+    let mut buf = vec![0u8; libc::PATH_MAX as usize + 1];
+    // SAFETY: NUL-terminated name and a writable buffer of the given length.
+    let n = unsafe { libc::readlinkat(dir, name.as_ptr(), buf.as_mut_ptr().cast(), buf.len()) };
+    let n = check_long(n as libc::c_long)? as usize;
+    buf.truncate(n);
+    Ok(buf)
+}
+
+/// The mediator's operations on `(directory descriptor, name)`, each one system call.
+pub(crate) fn mkdir_at(dir: RawFd, name: &CStr, mode: u32) -> io::Result<()> {
+    // SAFETY: NUL-terminated name.
+    check(unsafe { libc::mkdirat(dir, name.as_ptr(), mode) }).map(drop)
+}
+
+pub(crate) fn mknod_at(dir: RawFd, name: &CStr, mode: u32, dev: u64) -> io::Result<()> {
+    // SAFETY: NUL-terminated name.
+    check(unsafe { libc::mknodat(dir, name.as_ptr(), mode, dev) }).map(drop)
+}
+
+pub(crate) fn symlink_at(target: &CStr, dir: RawFd, name: &CStr) -> io::Result<()> {
+    // SAFETY: NUL-terminated strings.
+    check(unsafe { libc::symlinkat(target.as_ptr(), dir, name.as_ptr()) }).map(drop)
+}
+
+pub(crate) fn link_at(from_dir: RawFd, from: &CStr, to_dir: RawFd, to: &CStr) -> io::Result<()> {
+    // SAFETY: NUL-terminated names.
+    check(unsafe { libc::linkat(from_dir, from.as_ptr(), to_dir, to.as_ptr(), 0) }).map(drop)
+}
+
+pub(crate) fn rename_at(
+    from_dir: RawFd,
+    from: &CStr,
+    to_dir: RawFd,
+    to: &CStr,
+    flags: u32,
+) -> io::Result<()> {
+    // SAFETY: NUL-terminated names; renameat2 through syscall(2) (glibc's wrapper needs 2.28).
+    check_long(unsafe {
+        libc::syscall(
+            libc::SYS_renameat2,
+            from_dir,
+            from.as_ptr(),
+            to_dir,
+            to.as_ptr(),
+            flags,
+        )
+    })
+    .map(drop)
+}
+
+/// `connect(2)` of `sock` to the Unix socket `name` in the calling thread's working directory.
+pub(crate) fn connect_unix_relative(sock: RawFd, name: &[u8]) -> io::Result<()> {
+    // SAFETY: sockaddr_un is plain data.
+    let mut addr: libc::sockaddr_un = unsafe { std::mem::zeroed() };
+    addr.sun_family = libc::AF_UNIX as libc::sa_family_t;
+    if name.len() >= addr.sun_path.len() {
+        return Err(io::Error::from_raw_os_error(libc::ENAMETOOLONG));
+    }
+    for (d, s) in addr.sun_path.iter_mut().zip(name) {
+        *d = *s as c_char;
+    }
+    let len = std::mem::size_of::<libc::sa_family_t>() + name.len() + 1;
+    // SAFETY: a valid sockaddr_un of `len` bytes.
+    check(unsafe { libc::connect(sock, (&addr as *const libc::sockaddr_un).cast(), len as u32) })
+        .map(drop)
+}
+
+/// `connect(2)` of `sock` to the raw address `addr` (any family).
+pub(crate) fn connect_raw(sock: RawFd, addr: &[u8]) -> io::Result<()> {
+    // SAFETY: `addr` is readable for its length; the kernel validates the contents.
+    check(unsafe { libc::connect(sock, addr.as_ptr().cast(), addr.len() as u32) }).map(drop)
+}
+
+/// `fchdir(2)`.
+pub(crate) fn fchdir(fd: RawFd) -> io::Result<()> {
+    // SAFETY: integer argument.
+    check(unsafe { libc::fchdir(fd) }).map(drop)
+}
+
+/// Sets this thread's umask, returning the previous one.
+pub(crate) fn umask(mask: u32) -> u32 {
+    // SAFETY: integer argument; with CLONE_FS unshared it affects only this thread.
+    unsafe { libc::umask(mask) }
+}
+
+/// Sets this thread's filesystem uid and gid (the identity of files it creates and of its access checks).
+pub(crate) fn set_fs_ids(uid: u32, gid: u32) {
+    // SAFETY: integer arguments; setfsuid/setfsgid cannot fail in a way that needs handling here (they
+    // return the previous value), and apply to the calling thread only.
+    unsafe {
+        libc::setfsgid(gid);
+        libc::setfsuid(uid);
+    }
+}
+
+/// Keeps only `keep` (capability numbers) in this thread's effective set; permitted is unchanged.
+pub(crate) fn limit_effective_capabilities(keep: &[u32]) -> io::Result<()> {
+    let header = CapHeader {
+        version: LINUX_CAPABILITY_VERSION_3,
+        pid: 0,
+    };
+    let mut data = [CapData {
+        effective: 0,
+        permitted: 0,
+        inheritable: 0,
+    }; 2];
+    // SAFETY: as has_effective_capabilities.
+    check_long(unsafe {
+        libc::syscall(
+            libc::SYS_capget,
+            &header as *const CapHeader,
+            data.as_mut_ptr(),
+        )
+    })?;
+    let mut effective = [0u32; 2];
+    for &cap in keep {
+        if let Some(word) = effective.get_mut((cap / 32) as usize) {
+            *word |= 1 << (cap % 32);
+        }
+    }
+    for (d, e) in data.iter_mut().zip(effective) {
+        d.effective = e & d.permitted;
+    }
+    // SAFETY: as clear_capabilities.
+    check_long(unsafe {
+        libc::syscall(libc::SYS_capset, &header as *const CapHeader, data.as_ptr())
+    })
+    .map(drop)
+}
+
+/// `fork()` through libc, which keeps the allocator usable in the child (the mediator allocates).
+pub(crate) fn fork_process() -> io::Result<Option<pid_t>> {
+    // SAFETY: fork(2) through glibc, whose atfork handlers reset its allocator's locks in the child; the
+    // child runs only the mediator, a single thread, and ends with _exit.
+    let pid = check(unsafe { libc::fork() })?;
+    Ok(if pid == 0 { None } else { Some(pid) })
+}
+
+/// `setns(2)` into the namespace `fd` of type `kind`.
+pub(crate) fn setns(fd: RawFd, kind: c_int) -> io::Result<()> {
+    // SAFETY: integer arguments; the caller is single-threaded where the kind requires it.
+    check(unsafe { libc::setns(fd, kind) }).map(drop)
 }
 
 #[cfg(test)]

@@ -56,31 +56,73 @@ try hardlink 'ln f.txt hard'
     }
 }
 
-both_users! {
-    /// DESIGN: files something outside will later trust stay read-only inside the writable tree, and the
-    /// `mv .git .git-old && mkdir -p .git/hooks` trick fails; nothing is left behind on the host.
-    fn trusted_files_stay_read_only_in_the_workspace(d) {
-        let git = std::process::Command::new("git").args(["init", "-q"]).current_dir(d.work()).status().unwrap();
-        assert!(git.success());
-        d.chown_all();
-        let script = r#"
+/// Files the user's tools load or run later (issue 15's list), attacked by creating, changing, renaming
+/// onto, linking and symlinking them. The same script runs unconfined first, in a copy, and must escape
+/// there every time, so a "held" inside is the sandbox's doing.
+const FILES_RUN_LATER: &str = r#"
 try hook 'echo evil > .git/hooks/pre-commit'
-try config 'echo "[core] hooksPath = /tmp" >> .git/config'
+try config 'echo "[core] fsmonitor = evil" >> .git/config'
 try config-replace 'echo x > c && mv c .git/config'
 try move-git 'mv .git .git-old'
 try remove-git 'rm -rf .git'
 try hooks-replace 'mv .git/hooks .git/h2'
+try commondir 'echo ../../elsewhere > .git/commondir'
+try config-worktree 'echo "[core] fsmonitor = evil" > .git/config.worktree'
+try info 'echo "* filter=evil" > .git/info/attributes'
+try husky 'echo evil > .husky/pre-commit'
+try husky-new 'echo evil > .husky/post-checkout'
 try claude 'mkdir -p .claude/x && echo {} > .claude/settings.json'
-try vscode 'echo {} > .vscode/tasks.json'
-echo ok > .git/description && echo wrote-git-internals
+try vscode 'mkdir -p .vscode && echo {} > .vscode/tasks.json'
+try mcp 'echo {} > .mcp.json'
+try envrc 'echo evil > .envrc'
+try rename-onto 'echo {} > m && mv m .mcp.json'
+try hardlink 'echo {} > h && ln h .envrc'
+try symlink 'ln -s /tmp/evil .mcp.json'
+try idea 'mkdir .idea'
+echo ok > .git/COMMIT_EDITMSG && echo wrote-git-state
 "#;
-        let out = d.sh(&[], &format!("{TRY}{script}"));
-        out.ok().stdout_lacks("ESCAPED").stdout_has("wrote-git-internals");
-        assert_eq!(out.stdout.matches("held").count(), 8, "{}", out.stdout);
-        assert!(!exists(&d.path("work/.git/hooks/pre-commit")));
-        assert!(!exists(&d.path("work/.claude")), "placeholder left behind");
-        assert!(!exists(&d.path("work/.vscode")), "placeholder left behind");
-        assert!(!exists(&d.path("work/.git-old")));
+
+both_users! {
+    /// DESIGN: files something outside will later trust are protected inside the writable tree whether
+    /// or not they exist at start; the `mv .git .git-old` trick fails; nothing is made on the host.
+    fn files_run_later_are_protected_whether_or_not_they_exist(d) {
+        let setup = "git init -q && git config core.hooksPath .husky && mkdir .husky && echo ok > .husky/pre-commit";
+        // Unconfined, each attack in a fresh copy (some, like `rm -rf .git`, would spoil the next).
+        for (i, attack) in FILES_RUN_LATER.lines().filter(|l| l.starts_with("try ")).enumerate() {
+            let control = d.path(&format!("control/{i}"));
+            std::fs::create_dir_all(&control).unwrap();
+            let st = std::process::Command::new("sh").args(["-c", &format!("{setup} && {TRY}{attack}")])
+                .current_dir(&control).env("GIT_CONFIG_GLOBAL", "/dev/null").output().unwrap();
+            let unconfined = String::from_utf8_lossy(&st.stdout);
+            assert!(unconfined.contains("ESCAPED"), "the control must escape: {attack}\n{unconfined}");
+        }
+
+        let st = std::process::Command::new("sh").args(["-c", setup]).current_dir(d.work())
+            .env("GIT_CONFIG_GLOBAL", "/dev/null").env("GIT_CONFIG_COUNT", "1")
+            .env("GIT_CONFIG_KEY_0", "safe.directory").env("GIT_CONFIG_VALUE_0", "*").status().unwrap();
+        assert!(st.success());
+        d.chown_all();
+        let out = d.stockade(["run", "--json", "--", "sh", "-c", &format!("{TRY}{FILES_RUN_LATER}")]).run();
+        out.ok().stdout_lacks("ESCAPED").stdout_has("wrote-git-state");
+        assert_eq!(out.stdout.matches("held").count(), 19, "{}", out.stdout);
+        for planted in [".git/hooks/pre-commit", ".git/commondir", ".git/config.worktree", ".mcp.json", ".envrc",
+                        ".claude", ".vscode", ".idea", ".git-old", ".husky/post-checkout"] {
+            assert!(!exists(&d.path(&format!("work/{planted}"))), "{planted} exists");
+        }
+        assert_eq!(d.read("work/.husky/pre-commit").as_deref(), Some("ok\n"));
+        // The mediator's refusals reach the run's outcome, naming the call and the path.
+        assert!(out.stdout.contains("\"refused_calls\":"), "{}", out.stdout);
+        assert!(out.stdout.contains(&format!("{}/.mcp.json", d.work().display())), "{}", out.stdout);
+    }
+}
+
+both_users! {
+    /// `git init` where the project has no repository is refused: it would write the configuration the
+    /// user's next `git` runs. A repository made before the run works, and so does one in a subdirectory.
+    fn git_init_of_the_project_is_refused_but_a_subdirectory_is_not(d) {
+        let out = d.sh(&[], "git init -q . ; echo status=$?; git init -q sub && echo sub-ok");
+        out.ok().stdout_has("sub-ok").stdout_lacks("status=0");
+        assert!(!exists(&d.path("work/.git")));
     }
 }
 

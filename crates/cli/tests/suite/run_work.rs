@@ -4,11 +4,21 @@ use super::util::*;
 use crate::both_users;
 
 both_users! {
-    fn git_init_and_commit(d) {
-        d.sh(&[], "git init -q . && git -c user.name=a -c user.email=a@b add -A && echo hi > f && git add f && \
-                  git -c user.name=a -c user.email=a@b commit -qm first && git log --oneline | wc -l")
+    /// Issue 15's ordinary git work, in a repository made before the run: everything it writes in `.git`
+    /// is on the built-in list, and nothing else there is writable.
+    fn git_commit_branch_and_stash(d) {
+        let setup = "git init -q -b main && git config user.name a && git config user.email a@b && \
+                     echo one > f && git add f && git commit -qm first";
+        let st = std::process::Command::new("sh").args(["-c", setup]).current_dir(d.work())
+            .env("GIT_CONFIG_GLOBAL", "/dev/null").env("GIT_CONFIG_COUNT", "1")
+            .env("GIT_CONFIG_KEY_0", "safe.directory").env("GIT_CONFIG_VALUE_0", "*").status().unwrap();
+        assert!(st.success());
+        d.chown_all();
+        d.sh(&[], "echo two >> f && git commit -qam second && git checkout -qb feature && echo three >> f && \
+                   git stash -q && git stash pop -q && git commit -q -m third f && git log --oneline | wc -l && \
+                   git branch --list | wc -l")
             .ok()
-            .stdout_has("1");
+            .stdout_has("3\n2\n");
     }
 }
 

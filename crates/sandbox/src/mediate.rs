@@ -1,0 +1,870 @@
+//! The mediator: the process that answers the seccomp filter's notifications.
+//!
+//! Landlock grants by directory: a grant to create files in `src` is a grant for every name, and nothing
+//! can be said about a name that does not exist yet. So every call that gives a file a name (`open` with
+//! `O_CREAT`, `mkdir`, `mknod`, `rename`, `link`, `symlink`) and every `connect` stops in the kernel and
+//! is handed here (see `seccomp.rs`). The mediator reads the call's arguments from the caller's memory,
+//! resolves the path as the caller would, asks the policy, and then **performs the call itself** on the
+//! directory it resolved, handing an opened file back with `SECCOMP_IOCTL_NOTIF_ADDFD`. The caller's
+//! memory is read once and never trusted again, so there is no window between the check and the use
+//! (answering "continue" would let another thread of the caller rewrite the path after the check).
+//!
+//! What the mediator is, and does with its privilege:
+//! - A process forked from the supervisor (single-threaded, as joining namespaces needs), which joins the
+//!   sandbox's user namespace (when there is one) and mount namespace through descriptors the program
+//!   sends with the listener: it sees exactly the program's root, read-only binds and masks included, so
+//!   the kernel still refuses what the mount namespace refuses. It is not under Landlock or the filter.
+//! - Its effective capabilities are only `CAP_SYS_PTRACE` (to read the caller's memory and descriptors
+//!   through the host's `/proc`, opened before joining), and its filesystem uid and gid are the
+//!   program's: files are owned as if the program made them, and file-mode checks apply as to it. It
+//!   applies the caller's umask.
+//! - It checks the policy's decision for the resolved path (write to create, rename, link or connect;
+//!   the open's own access for an existing file), the same decision `explain` shows. The run's private
+//!   areas (temp dir, `/tmp`, `/var/tmp`, `/dev/shm`, `/dev`) are writable whatever the policy says, as
+//!   they are for Landlock.
+//! - A `connect` is made on a thread of its own, which answers for it (a listener may be slow to
+//!   accept); a pathname socket is opened without following a final symlink, checked, and reached through
+//!   its descriptor, so the socket connected is the one checked.
+//! - It exits when every process under the filter has; if it dies first, every mediated call fails with
+//!   `ENOSYS` (fail closed) and the run's outcome says so.
+//!
+//! Refusals are `EACCES` and are recorded for the run's outcome.
+
+use std::ffi::{CString, OsStr};
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use stockade_policy::{Access, CanonicalPath, ResolvedPolicy};
+
+use crate::sys;
+
+/// How many refusals a run keeps for its outcome (the count is always exact).
+const MAX_RECORDED: usize = 256;
+/// `CAP_SYS_PTRACE`: reading a caller's memory and descriptors.
+const CAP_SYS_PTRACE: u32 = 19;
+/// Symlinks followed while resolving one path, as the kernel's own limit.
+const MAX_FOLLOWS: u32 = 40;
+
+/// One call the mediator refused.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct Refusal {
+    /// The system call (`openat`, `mkdir`, `rename`, `connect`, ...).
+    pub call: &'static str,
+    /// The path as the sandbox sees it (the same as on the host for granted trees).
+    pub path: PathBuf,
+    /// What was asked of it.
+    pub access: Access,
+}
+
+/// What the mediator learned during a run.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub(crate) struct Findings {
+    pub refusals: Vec<Refusal>,
+    pub refused: u64,
+    pub mediated: u64,
+}
+
+/// What the mediator needs to know about the run.
+#[derive(Debug)]
+pub(crate) struct MediatorConfig {
+    /// Whether the sandbox has its own user namespace (the run is not root's).
+    pub user_ns: bool,
+    pub policy: Arc<ResolvedPolicy>,
+    /// Private, writable areas of the run (tmpfs mounts that vanish with it).
+    pub private: Vec<PathBuf>,
+    /// The uid and gid the program runs as, in the sandbox's user namespace.
+    pub ids: (u32, u32),
+    /// Whether the run has its own network namespace (abstract Unix sockets are then its own).
+    pub private_net: bool,
+}
+
+/// The mediator, a process of its own (forked from the supervisor, so single-threaded when it joins the
+/// sandbox's namespaces, which a thread of a multi-threaded process cannot do).
+#[derive(Debug)]
+pub(crate) struct MediatorProcess {
+    pub pid: libc::pid_t,
+    /// Its report, written when it exits (see [`Findings::parse`]).
+    pub report: RawFd,
+}
+
+/// Forks the mediator. It receives the filter's listener on `sock` with the program's mount (and user)
+/// namespace, sent by the program's process just before `execve`; joins those namespaces; and answers
+/// until every process under the filter is gone; then it writes its findings and exits. It dies with the
+/// supervisor.
+pub(crate) fn spawn(sock: RawFd, config: &MediatorConfig) -> std::io::Result<MediatorProcess> {
+    let (report_r, report_w) = sys::pipe()?;
+    match sys::fork_process() {
+        Ok(Some(pid)) => {
+            sys::close(report_w);
+            Ok(MediatorProcess {
+                pid,
+                report: report_r,
+            })
+        }
+        Ok(None) => {
+            sys::close(report_r);
+            let code = match mediator_main(sock, config, report_w) {
+                Ok(()) => 0,
+                Err(_) => 1,
+            };
+            sys::exit_now(code)
+        }
+        Err(e) => {
+            sys::close(report_r);
+            sys::close(report_w);
+            Err(e)
+        }
+    }
+}
+
+fn mediator_main(sock: RawFd, config: &MediatorConfig, report_w: RawFd) -> std::io::Result<()> {
+    let _ = sys::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong);
+    let _ = sys::prctl(libc::PR_SET_DUMPABLE, 0);
+    let proc = sys::openat(
+        libc::AT_FDCWD,
+        c"/proc",
+        libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC,
+        0,
+    )?;
+    // The program sends the filter's listener and its own mount (and user) namespace just before `execve`.
+    let Some(fds) = sys::recv_fds(sock)? else {
+        // The program failed before installing the filter: nothing to mediate.
+        return sys::write_all(report_w, &Findings::default().to_bytes());
+    };
+    sys::close(sock);
+    let mut fds = fds.into_iter();
+    let (Some(listener), Some(mount_ns)) = (fds.next(), fds.next()) else {
+        return Err(std::io::Error::other("the program sent no listener"));
+    };
+    let user_ns = if config.user_ns {
+        Some(
+            fds.next()
+                .ok_or_else(|| std::io::Error::other("no user namespace sent"))?,
+        )
+    } else {
+        None
+    };
+    // The program sent the listener after the init built and entered the root: joining the mount
+    // namespace now puts this process at that root, seeing exactly the program's mounts.
+    if let Some(user_ns) = &user_ns {
+        sys::setns(user_ns.as_raw_fd(), libc::CLONE_NEWUSER)?;
+    }
+    sys::setns(mount_ns.as_raw_fd(), libc::CLONE_NEWNS)?;
+    // Paths are always resolved from descriptors or from this root; the working directory is the host's
+    // `/proc`, from which a pathname socket is reached through its descriptor (see `connect`).
+    sys::fchdir(proc.as_raw_fd())?;
+    let (uid, gid) = config.ids;
+    sys::set_fs_ids(uid, gid);
+    sys::limit_effective_capabilities(&[CAP_SYS_PTRACE])?;
+    let mut m = Mediator {
+        config,
+        findings: Findings::default(),
+        proc,
+    };
+    m.serve(&listener);
+    sys::write_all(report_w, &m.findings.to_bytes())
+}
+
+impl Findings {
+    /// One line per refusal (`call`, access, path, tab-separated), then `end <mediated> <refused>`.
+    fn to_bytes(&self) -> Vec<u8> {
+        let mut out = Vec::new();
+        for r in &self.refusals {
+            out.extend_from_slice(r.call.as_bytes());
+            out.push(b'\t');
+            out.extend_from_slice(r.access.to_string().as_bytes());
+            out.push(b'\t');
+            out.extend_from_slice(r.path.as_os_str().as_bytes());
+            out.push(b'\n');
+        }
+        out.extend_from_slice(format!("end {} {}\n", self.mediated, self.refused).as_bytes());
+        out
+    }
+
+    /// Reads [`Findings::to_bytes`]; `None` when the report is incomplete (the mediator died).
+    pub(crate) fn parse(bytes: &[u8]) -> Option<Findings> {
+        let mut f = Findings::default();
+        for line in bytes.split(|b| *b == b'\n') {
+            if let Some(end) = line.strip_prefix(b"end ") {
+                let text = String::from_utf8_lossy(end);
+                let mut n = text.split(' ').map(|v| v.parse::<u64>().ok());
+                f.mediated = n.next()??;
+                f.refused = n.next()??;
+                return Some(f);
+            }
+            let mut parts = line.splitn(3, |b| *b == b'\t');
+            let (Some(call), Some(access), Some(path)) = (parts.next(), parts.next(), parts.next())
+            else {
+                continue;
+            };
+            f.refusals.push(Refusal {
+                call: CALLS
+                    .iter()
+                    .find(|c| c.as_bytes() == call)
+                    .copied()
+                    .unwrap_or("?"),
+                path: PathBuf::from(OsStr::from_bytes(path)),
+                access: if access == b"read" {
+                    Access::Read
+                } else {
+                    Access::Write
+                },
+            });
+        }
+        None
+    }
+}
+
+/// The names a refusal can carry.
+const CALLS: &[&str] = &[
+    "open", "mkdir", "mknod", "symlink", "link", "rename", "connect",
+];
+
+struct Mediator<'a> {
+    config: &'a MediatorConfig,
+    findings: Findings,
+    /// The host's `/proc`, opened before joining the sandbox's mount namespace.
+    proc: OwnedFd,
+}
+
+/// A result for the caller: a value, an errno, or a descriptor to install.
+enum Answer {
+    /// Another thread answers (a `connect` that may block).
+    Pending,
+    Value(i64),
+    Errno(i32),
+    Fd {
+        fd: OwnedFd,
+        cloexec: bool,
+    },
+}
+
+/// A path resolved to (directory, final name), and the full path as the sandbox sees it.
+struct Resolved {
+    dir: OwnedFd,
+    name: CString,
+    path: PathBuf,
+    /// The name is `.` or `..` (or the path was `/`): it names an existing directory, never a new file.
+    is_dot: bool,
+    /// Reached through `/proc/self` (e.g. `/dev/stdout`): the final name is a magic link to reopen.
+    magic: bool,
+    /// The path ended in `/`: it can only name a directory.
+    trailing_slash: bool,
+}
+
+fn errno(e: &std::io::Error) -> i32 {
+    e.raw_os_error().unwrap_or(libc::EIO)
+}
+
+impl Mediator<'_> {
+    fn serve(&mut self, listener: &OwnedFd) {
+        let fd = listener.as_raw_fd();
+        loop {
+            let mut p = [libc::pollfd {
+                fd,
+                events: libc::POLLIN,
+                revents: 0,
+            }];
+            if sys::poll(&mut p, -1).is_err() {
+                continue;
+            }
+            if p[0].revents & libc::POLLIN == 0 {
+                // POLLHUP: every process under the filter has exited.
+                return;
+            }
+            let n = match sys::notif_recv(fd) {
+                Ok(n) => n,
+                // ENOENT: the caller died (or was interrupted) before we read it.
+                Err(_) => continue,
+            };
+            let answer = self.answer(fd, &n);
+            let _ = match answer {
+                Answer::Pending => Ok(()),
+                Answer::Value(v) => sys::notif_send(fd, n.id, Ok(v)),
+                Answer::Errno(e) => sys::notif_send(fd, n.id, Err(e)),
+                Answer::Fd { fd: file, cloexec } => {
+                    match sys::notif_addfd_send(fd, n.id, file.as_raw_fd(), cloexec) {
+                        Ok(()) => Ok(()),
+                        Err(e) => sys::notif_send(fd, n.id, Err(errno(&e))),
+                    }
+                }
+            };
+        }
+    }
+
+    fn answer(&mut self, listener: RawFd, n: &libc::seccomp_notif) -> Answer {
+        let pid = n.pid as i32;
+        let a = n.data.args;
+        let fd_arg = |v: u64| v as i32;
+        let call = Call {
+            pid,
+            id: n.id,
+            listener,
+        };
+        self.findings.mediated += 1;
+        let r = match n.data.nr as libc::c_long {
+            libc::SYS_openat => self.open(&call, fd_arg(a[0]), a[1], a[2] as i32, a[3] as u32),
+            #[cfg(target_arch = "x86_64")]
+            libc::SYS_open => self.open(&call, libc::AT_FDCWD, a[0], a[1] as i32, a[2] as u32),
+            #[cfg(target_arch = "x86_64")]
+            libc::SYS_creat => self.open(
+                &call,
+                libc::AT_FDCWD,
+                a[0],
+                libc::O_CREAT | libc::O_WRONLY | libc::O_TRUNC,
+                a[1] as u32,
+            ),
+            libc::SYS_mkdirat => self.make(&call, "mkdir", fd_arg(a[0]), a[1], a[2] as u32, None),
+            #[cfg(target_arch = "x86_64")]
+            libc::SYS_mkdir => self.make(&call, "mkdir", libc::AT_FDCWD, a[0], a[1] as u32, None),
+            libc::SYS_mknodat => {
+                self.make(&call, "mknod", fd_arg(a[0]), a[1], a[2] as u32, Some(a[3]))
+            }
+            #[cfg(target_arch = "x86_64")]
+            libc::SYS_mknod => self.make(
+                &call,
+                "mknod",
+                libc::AT_FDCWD,
+                a[0],
+                a[1] as u32,
+                Some(a[2]),
+            ),
+            libc::SYS_symlinkat => self.symlink(&call, a[0], fd_arg(a[1]), a[2]),
+            #[cfg(target_arch = "x86_64")]
+            libc::SYS_symlink => self.symlink(&call, a[0], libc::AT_FDCWD, a[1]),
+            libc::SYS_linkat => {
+                self.link(&call, fd_arg(a[0]), a[1], fd_arg(a[2]), a[3], a[4] as i32)
+            }
+            #[cfg(target_arch = "x86_64")]
+            libc::SYS_link => self.link(&call, libc::AT_FDCWD, a[0], libc::AT_FDCWD, a[1], 0),
+            libc::SYS_renameat2 => {
+                self.rename(&call, fd_arg(a[0]), a[1], fd_arg(a[2]), a[3], a[4] as u32)
+            }
+            libc::SYS_renameat => self.rename(&call, fd_arg(a[0]), a[1], fd_arg(a[2]), a[3], 0),
+            #[cfg(target_arch = "x86_64")]
+            libc::SYS_rename => self.rename(&call, libc::AT_FDCWD, a[0], libc::AT_FDCWD, a[1], 0),
+            libc::SYS_connect => self.connect(&call, fd_arg(a[0]), a[1], a[2] as usize),
+            _ => Err(libc::ENOSYS),
+        };
+        match r {
+            Ok(answer) => answer,
+            Err(PENDING) => Answer::Pending,
+            Err(e) => Answer::Errno(e),
+        }
+    }
+
+    fn refuse(&mut self, call: &'static str, path: &Path, access: Access) -> i32 {
+        let f = &mut self.findings;
+        f.refused += 1;
+        if f.refusals.len() < MAX_RECORDED {
+            f.refusals.push(Refusal {
+                call,
+                path: path.to_path_buf(),
+                access,
+            });
+        }
+        libc::EACCES
+    }
+
+    /// Whether the policy lets the program have `access` to `path` (a path inside the sandbox).
+    fn allows(&self, path: &Path, access: Access) -> bool {
+        if self.config.private.iter().any(|p| path.starts_with(p)) {
+            return true;
+        }
+        self.config
+            .policy
+            .decide(&CanonicalPath::assume_canonical(path.to_path_buf()), access)
+            .is_allow()
+    }
+
+    fn check(&mut self, call: &'static str, path: &Path, access: Access) -> Result<(), i32> {
+        if self.allows(path, access) {
+            Ok(())
+        } else {
+            Err(self.refuse(call, path, access))
+        }
+    }
+
+    fn open(
+        &mut self,
+        call: &Call,
+        dirfd: i32,
+        path_ptr: u64,
+        flags: i32,
+        mode: u32,
+    ) -> Result<Answer, i32> {
+        let path = call.read_path(path_ptr)?;
+        let follow = flags & (libc::O_NOFOLLOW | libc::O_EXCL) == 0;
+        let r = self.resolve(call, dirfd, &path, follow)?;
+        let cloexec = flags & libc::O_CLOEXEC != 0;
+        let wants_write = flags & libc::O_ACCMODE != libc::O_RDONLY || flags & libc::O_TRUNC != 0;
+        let access = if wants_write {
+            Access::Write
+        } else {
+            Access::Read
+        };
+        if r.magic {
+            // `/proc/self/fd/N` and the `/dev/std*` links to it: a reopen of a descriptor the caller
+            // holds. Nothing is created; the file it names is checked once open.
+            let file = sys::openat(r.dir.as_raw_fd(), &r.name, flags & !libc::O_CREAT, 0)
+                .map_err(|e| errno(&e))?;
+            if let Some(real) = self.fd_path(file.as_raw_fd()) {
+                self.check("open", &real, access)?;
+            }
+            return Ok(Answer::Fd { fd: file, cloexec });
+        }
+        let kind = sys::lstat_at(r.dir.as_raw_fd(), &r.name);
+        // As the kernel: O_CREAT never opens a directory, and a trailing `/` never creates a file.
+        if r.is_dot || kind.as_ref().is_ok_and(|k| *k == libc::S_IFDIR) {
+            return Err(libc::EISDIR);
+        }
+        if r.trailing_slash && kind.is_err() {
+            return Err(libc::EISDIR);
+        }
+        let exists = kind.is_ok();
+        let (flags, name) = if exists {
+            // Not a creation: the open's own access, and O_CREAT dropped so that a file removed in the
+            // meantime is not created unchecked.
+            self.check("open", &r.path, access)?;
+            (flags & !libc::O_CREAT, &r.name)
+        } else {
+            self.check("open", &r.path, Access::Write)?;
+            (flags, &r.name)
+        };
+        // The final symlink, if any, was followed above: never follow one planted since.
+        let umask = call.umask(self.proc_fd());
+        let old = sys::umask(umask);
+        let opened = sys::openat(
+            r.dir.as_raw_fd(),
+            name,
+            flags | libc::O_NOFOLLOW | libc::O_CLOEXEC,
+            mode,
+        );
+        sys::umask(old);
+        let file = opened.map_err(|e| errno(&e))?;
+        Ok(Answer::Fd { fd: file, cloexec })
+    }
+
+    /// `mkdir` (no device) or `mknod` (with one).
+    fn make(
+        &mut self,
+        call: &Call,
+        name: &'static str,
+        dirfd: i32,
+        path_ptr: u64,
+        mode: u32,
+        dev: Option<u64>,
+    ) -> Result<Answer, i32> {
+        let path = call.read_path(path_ptr)?;
+        let r = self.resolve(call, dirfd, &path, false)?;
+        if !r.is_dot && !r.magic {
+            self.check(name, &r.path, Access::Write)?;
+        }
+        let umask = call.umask(self.proc_fd());
+        let old = sys::umask(umask);
+        let made = match dev {
+            None => sys::mkdir_at(r.dir.as_raw_fd(), &r.name, mode),
+            Some(dev) => sys::mknod_at(r.dir.as_raw_fd(), &r.name, mode, dev),
+        };
+        sys::umask(old);
+        made.map_err(|e| errno(&e))?;
+        Ok(Answer::Value(0))
+    }
+
+    fn symlink(
+        &mut self,
+        call: &Call,
+        target_ptr: u64,
+        dirfd: i32,
+        path_ptr: u64,
+    ) -> Result<Answer, i32> {
+        // The target is only text: what it names is checked whenever it is followed.
+        let target = call.read_path(target_ptr)?;
+        let path = call.read_path(path_ptr)?;
+        let r = self.resolve(call, dirfd, &path, false)?;
+        if !r.is_dot && !r.magic {
+            self.check("symlink", &r.path, Access::Write)?;
+        }
+        sys::symlink_at(&cstr(&target), r.dir.as_raw_fd(), &r.name).map_err(|e| errno(&e))?;
+        Ok(Answer::Value(0))
+    }
+
+    fn link(
+        &mut self,
+        call: &Call,
+        from_dirfd: i32,
+        from_ptr: u64,
+        to_dirfd: i32,
+        to_ptr: u64,
+        flags: i32,
+    ) -> Result<Answer, i32> {
+        if flags & libc::AT_EMPTY_PATH != 0 {
+            // Linking a descriptor needs CAP_DAC_READ_SEARCH, which the program does not have.
+            return Err(libc::ENOENT);
+        }
+        let from = call.read_path(from_ptr)?;
+        let to = call.read_path(to_ptr)?;
+        let f = self.resolve(
+            call,
+            from_dirfd,
+            &from,
+            flags & libc::AT_SYMLINK_FOLLOW != 0,
+        )?;
+        let t = self.resolve(call, to_dirfd, &to, false)?;
+        if f.magic || t.magic {
+            return Err(libc::EXDEV);
+        }
+        // A new name for a file is a way to write it: both ends must be writable.
+        if !f.is_dot {
+            self.check("link", &f.path, Access::Write)?;
+        }
+        if !t.is_dot {
+            self.check("link", &t.path, Access::Write)?;
+        }
+        sys::link_at(f.dir.as_raw_fd(), &f.name, t.dir.as_raw_fd(), &t.name)
+            .map_err(|e| errno(&e))?;
+        Ok(Answer::Value(0))
+    }
+
+    fn rename(
+        &mut self,
+        call: &Call,
+        from_dirfd: i32,
+        from_ptr: u64,
+        to_dirfd: i32,
+        to_ptr: u64,
+        flags: u32,
+    ) -> Result<Answer, i32> {
+        let from = call.read_path(from_ptr)?;
+        let to = call.read_path(to_ptr)?;
+        let f = self.resolve(call, from_dirfd, &from, false)?;
+        let t = self.resolve(call, to_dirfd, &to, false)?;
+        if f.magic || t.magic {
+            return Err(libc::EXDEV);
+        }
+        if !f.is_dot {
+            self.check("rename", &f.path, Access::Write)?;
+        }
+        if !t.is_dot {
+            self.check("rename", &t.path, Access::Write)?;
+        }
+        sys::rename_at(
+            f.dir.as_raw_fd(),
+            &f.name,
+            t.dir.as_raw_fd(),
+            &t.name,
+            flags,
+        )
+        .map_err(|e| errno(&e))?;
+        Ok(Answer::Value(0))
+    }
+
+    fn connect(
+        &mut self,
+        call: &Call,
+        sockfd: i32,
+        addr_ptr: u64,
+        len: usize,
+    ) -> Result<Answer, i32> {
+        if len < std::mem::size_of::<libc::sa_family_t>() || len > 128 {
+            return Err(libc::EINVAL);
+        }
+        let mut addr = vec![0u8; len];
+        let got = sys::read_process_memory(call.pid, addr_ptr, &mut addr).map_err(|e| errno(&e))?;
+        if got != len {
+            return Err(libc::EFAULT);
+        }
+        let family = u16::from_ne_bytes([addr[0], addr[1]]) as i32;
+        let sock = call.socket(sockfd)?;
+        if family != libc::AF_UNIX {
+            // Another family reaches only what the network namespace holds (the socket's own, whichever
+            // process connects it); the connect may take long, so it is made on its own thread.
+            let (listener, id) = (call.listener, call.id);
+            std::thread::spawn(move || {
+                let r = sys::connect_raw(sock.as_raw_fd(), &addr).map_err(|e| errno(&e));
+                let _ = sys::notif_send(listener, id, r.map(|()| 0));
+            });
+            return Err(PENDING);
+        }
+        let path = &addr[2..];
+        if path.first().is_none_or(|b| *b == 0) {
+            // Abstract or unnamed: the run's own when it has its own network namespace.
+            if !self.config.private_net {
+                return Err(self.refuse("connect", Path::new("@abstract"), Access::Write));
+            }
+            sys::connect_raw(sock.as_raw_fd(), &addr).map_err(|e| errno(&e))?;
+            return Ok(Answer::Value(0));
+        }
+        let end = path.iter().position(|b| *b == 0).unwrap_or(path.len());
+        let path = &path[..end];
+        let r = self.resolve(call, libc::AT_FDCWD, path, true)?;
+        if r.magic || r.is_dot {
+            return Err(libc::ECONNREFUSED);
+        }
+        // Connecting is writing to the socket: it needs write on the socket's path.
+        self.check("connect", &r.path, Access::Write)?;
+        // Connect to exactly the file checked: opened without following a symlink planted since, then
+        // reached through its descriptor's magic link in the host's `/proc` (which also lifts the 108-byte
+        // limit of `sun_path`).
+        let file = sys::openat(
+            r.dir.as_raw_fd(),
+            &r.name,
+            libc::O_PATH | libc::O_NOFOLLOW | libc::O_CLOEXEC,
+            0,
+        )
+        .map_err(|e| errno(&e))?;
+        if sys::fstat_kind(file.as_raw_fd()).map_err(|e| errno(&e))? != libc::S_IFSOCK {
+            return Err(libc::ECONNREFUSED);
+        }
+        // The working directory is the host's `/proc` (set once in `mediator_main`). A connect may wait
+        // for a busy listener, so it is made on its own thread, which answers for it.
+        let (listener, id) = (call.listener, call.id);
+        std::thread::spawn(move || {
+            let name = format!("thread-self/fd/{}", file.as_raw_fd());
+            let r = sys::connect_unix_relative(sock.as_raw_fd(), name.as_bytes())
+                .map_err(|e| errno(&e));
+            let _ = sys::notif_send(listener, id, r.map(|()| 0));
+        });
+        Err(PENDING)
+    }
+
+    fn proc_fd(&self) -> RawFd {
+        self.proc.as_raw_fd()
+    }
+
+    /// The path of an open descriptor as this thread (rooted in the sandbox) sees it; `None` for pipes,
+    /// sockets and other objects without one.
+    fn fd_path(&self, fd: RawFd) -> Option<PathBuf> {
+        let proc = &self.proc;
+        let link = sys::readlink_at(
+            proc.as_raw_fd(),
+            &cstr(format!("thread-self/fd/{fd}").as_bytes()),
+        )
+        .ok()?;
+        link.starts_with(b"/")
+            .then(|| PathBuf::from(OsStr::from_bytes(&link)))
+    }
+
+    /// Resolves `path` as the caller would (relative to `dirfd` or its working directory, inside its
+    /// root), following a final symlink when `follow`. The directory is opened here and stays the one
+    /// the operation uses.
+    fn resolve(&self, call: &Call, dirfd: i32, path: &[u8], follow: bool) -> Result<Resolved, i32> {
+        if path.is_empty() {
+            return Err(libc::ENOENT);
+        }
+        let proc = &self.proc;
+        let mut start = if path.starts_with(b"/") {
+            None
+        } else {
+            Some(call.dir(proc.as_raw_fd(), dirfd)?)
+        };
+        let mut path = path.to_vec();
+        for _ in 0..MAX_FOLLOWS {
+            // `/proc/self` and `/proc/thread-self` are the caller, whom this thread's root does not show.
+            let mut magic = false;
+            if start.is_none() {
+                for prefix in [&b"/proc/self"[..], b"/proc/thread-self"] {
+                    if path.starts_with(prefix)
+                        && matches!(path.get(prefix.len()), None | Some(b'/'))
+                    {
+                        let mut p = format!("{}", call.pid).into_bytes();
+                        p.extend_from_slice(&path[prefix.len()..]);
+                        path = p;
+                        magic = true;
+                        break;
+                    }
+                }
+            }
+            let trimmed_len = path.len() - path.iter().rev().take_while(|b| **b == b'/').count();
+            let trailing_slash = trimmed_len < path.len();
+            let trimmed = if trimmed_len == 0 {
+                &b"/"[..]
+            } else {
+                &path[..trimmed_len]
+            };
+            let (parent, name): (&[u8], &[u8]) = match trimmed.iter().rposition(|b| *b == b'/') {
+                Some(0) => (b"/", &trimmed[1..]),
+                Some(i) => (&trimmed[..i], &trimmed[i + 1..]),
+                None => (b".", trimmed),
+            };
+            let (parent, name) = if name.is_empty() {
+                (&b"/"[..], &b"."[..])
+            } else {
+                (parent, name)
+            };
+            let base = if magic {
+                proc.as_raw_fd()
+            } else {
+                start.as_ref().map_or(libc::AT_FDCWD, |d| d.as_raw_fd())
+            };
+            let parent = if magic {
+                &parent[usize::from(parent.starts_with(b"/"))..]
+            } else {
+                parent
+            };
+            let parent = if parent.is_empty() { &b"."[..] } else { parent };
+            let dir = sys::openat(
+                base,
+                &cstr(parent),
+                libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC,
+                0,
+            )
+            .map_err(|e| errno(&e))?;
+            let name_c = cstr(name);
+            let is_dot = name == b"." || name == b"..";
+            if magic {
+                return Ok(Resolved {
+                    dir,
+                    name: name_c,
+                    path: PathBuf::new(),
+                    is_dot,
+                    magic: true,
+                    trailing_slash,
+                });
+            }
+            if follow
+                && !is_dot
+                && sys::lstat_at(dir.as_raw_fd(), &name_c).is_ok_and(|t| t == libc::S_IFLNK)
+            {
+                let target = sys::readlink_at(dir.as_raw_fd(), &name_c).map_err(|e| errno(&e))?;
+                start = if target.starts_with(b"/") {
+                    None
+                } else {
+                    Some(dir)
+                };
+                path = target;
+                continue;
+            }
+            let dir_path = self.fd_path(dir.as_raw_fd()).ok_or(libc::EACCES)?;
+            let full = if is_dot {
+                dir_path.clone()
+            } else {
+                dir_path.join(OsStr::from_bytes(name))
+            };
+            return Ok(Resolved {
+                dir,
+                name: name_c,
+                path: full,
+                is_dot,
+                magic: false,
+                trailing_slash,
+            });
+        }
+        Err(libc::ELOOP)
+    }
+}
+
+/// Not an errno: the answer is sent by another thread.
+pub(crate) const PENDING: i32 = -1;
+
+/// The notification being answered: whose it is and how to reach the caller.
+struct Call {
+    pid: i32,
+    id: u64,
+    listener: RawFd,
+}
+
+impl Call {
+    /// Checks that the notification is still pending, so that what was read from `/proc/<pid>` or the
+    /// caller's memory was the caller's and not a later process's with a reused pid.
+    fn still_valid(&self) -> Result<(), i32> {
+        if sys::notif_id_valid(self.listener, self.id) {
+            Ok(())
+        } else {
+            Err(libc::ENOENT)
+        }
+    }
+
+    /// A NUL-terminated string from the caller's memory, read once.
+    fn read_path(&self, addr: u64) -> Result<Vec<u8>, i32> {
+        let mut out = Vec::new();
+        let mut chunk = [0u8; 256];
+        let mut at = addr;
+        while out.len() <= libc::PATH_MAX as usize {
+            // Never read across a page boundary in one go: the next page may be unmapped.
+            let room = 4096 - (at % 4096) as usize;
+            let want = room.min(chunk.len());
+            let n = sys::read_process_memory(self.pid, at, &mut chunk[..want])
+                .map_err(|e| errno(&e))?;
+            if n == 0 {
+                return Err(libc::EFAULT);
+            }
+            if let Some(end) = chunk[..n].iter().position(|b| *b == 0) {
+                out.extend_from_slice(&chunk[..end]);
+                self.still_valid()?;
+                return Ok(out);
+            }
+            out.extend_from_slice(&chunk[..n]);
+            at += n as u64;
+        }
+        Err(libc::ENAMETOOLONG)
+    }
+
+    /// The caller's directory for `dirfd` (its working directory for `AT_FDCWD`).
+    fn dir(&self, proc: RawFd, dirfd: i32) -> Result<OwnedFd, i32> {
+        let name = if dirfd == libc::AT_FDCWD {
+            format!("{}/cwd", self.pid)
+        } else if dirfd >= 0 {
+            format!("{}/fd/{dirfd}", self.pid)
+        } else {
+            return Err(libc::EBADF);
+        };
+        let dir = sys::openat(
+            proc,
+            &cstr(name.as_bytes()),
+            libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC,
+            0,
+        )
+        .map_err(|e| match errno(&e) {
+            libc::ENOENT => libc::EBADF,
+            other => other,
+        })?;
+        self.still_valid()?;
+        Ok(dir)
+    }
+
+    /// A duplicate of the caller's socket `fd`.
+    fn socket(&self, fd: i32) -> Result<OwnedFd, i32> {
+        let pidfd = sys::pidfd_open(self.pid).map_err(|e| errno(&e))?;
+        let pidfd = OwnedGuard(pidfd);
+        self.still_valid()?;
+        sys::pidfd_getfd(pidfd.0, fd).map_err(|e| errno(&e))
+    }
+
+    /// The caller's umask (022 when it cannot be read), from the host's `/proc`.
+    fn umask(&self, proc: RawFd) -> u32 {
+        let Ok(file) = sys::openat(
+            proc,
+            &cstr(format!("{}/status", self.pid).as_bytes()),
+            libc::O_RDONLY | libc::O_CLOEXEC,
+            0,
+        ) else {
+            return 0o022;
+        };
+        let mut buf = [0u8; 4096];
+        let n = sys::read(file.as_raw_fd(), &mut buf).unwrap_or(0);
+        let text = String::from_utf8_lossy(&buf[..n]);
+        text.lines()
+            .find_map(|l| l.strip_prefix("Umask:"))
+            .and_then(|v| u32::from_str_radix(v.trim(), 8).ok())
+            .unwrap_or(0o022)
+    }
+}
+
+/// Closes a raw descriptor when dropped.
+struct OwnedGuard(RawFd);
+
+impl Drop for OwnedGuard {
+    fn drop(&mut self) {
+        sys::close(self.0);
+    }
+}
+
+fn cstr(bytes: &[u8]) -> CString {
+    // A NUL inside is impossible for what comes from the caller (read up to the first NUL) and from
+    // readlink; should one appear, the name is cut there, which can only name less.
+    let end = bytes.iter().position(|b| *b == 0).unwrap_or(bytes.len());
+    CString::new(&bytes[..end]).unwrap_or_default()
+}
