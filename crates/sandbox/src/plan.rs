@@ -102,6 +102,10 @@ pub struct MountPlan {
     pub guarded_dirs: Vec<PathBuf>,
 }
 
+/// Files of the fresh `/proc` hidden under an empty file: what the kernel shows there is not the
+/// sandbox's own (the keyrings of the user's uid).
+const PROC_MASKED: &[&str] = &["/proc/keys", "/proc/key-users"];
+
 const STANDARD_DEVICES: &[&str] = &[
     "/dev/null",
     "/dev/zero",
@@ -253,6 +257,16 @@ impl MountPlan {
             path: PathBuf::from("/proc"),
             op: MountOp::Proc,
         });
+        // Kernel keys are not namespaced: a fresh `/proc` still lists the keys of the user's own uid (as
+        // root, the host's). The keyring calls are refused by the seccomp filter; these are masked.
+        for keys in PROC_MASKED {
+            if Path::new(keys).exists() {
+                entries.push(PlannedMount {
+                    path: PathBuf::from(keys),
+                    op: MountOp::MaskFile,
+                });
+            }
+        }
         entries.push(PlannedMount {
             path: PathBuf::from("/dev"),
             op: MountOp::Dev,
@@ -346,6 +360,7 @@ impl MountPlan {
                 .unwrap_or(false)
         };
         plan.mounts.retain(|m| match m.op {
+            MountOp::MaskDir | MountOp::MaskFile if m.path.starts_with("/proc") => true,
             MountOp::MaskDir | MountOp::MaskFile => {
                 !inside_mask(&m.path)
                     && visible

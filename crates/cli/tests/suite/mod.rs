@@ -7,6 +7,7 @@ mod load;
 mod quarantine;
 mod run_env;
 mod run_fs;
+mod run_kernel;
 mod run_limits;
 mod run_process;
 mod run_work;
