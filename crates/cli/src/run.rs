@@ -114,6 +114,41 @@ pub(crate) fn run(args: RunArgs, json: bool, audit: &AuditLog) -> anyhow::Result
         Ok(o) => o,
         Err(e) => return refuse(e),
     };
+    // The mediator's refusals, each with the rule that decided it, as the hook and the file tools log theirs.
+    for r in &outcome.refusals {
+        let canonical = stockade_policy::CanonicalPath::assume_canonical(r.path.clone());
+        let explained = policy.explain(&canonical, r.access);
+        let mut record = AuditRecord::new(
+            Layer::Kernel,
+            format!(
+                "{} of '{}' refused by the mediator: {}",
+                r.call,
+                r.path.display(),
+                explained.denial.as_ref().map_or_else(
+                    || "not allowed".to_string(),
+                    |d| format!("{} ({})", d.reason, d.fix)
+                )
+            ),
+        )
+        .maybe_agent(args.policy.agent.as_deref())
+        .tool(r.call)
+        .path(r.path.to_string_lossy())
+        .access(r.access.to_string())
+        .command(command_line.clone());
+        if let Some(rule) = explained.deciding_rule {
+            record = record.rule(rule);
+        }
+        if let Err(err) = audit.append(&record) {
+            output::message(&err.to_string());
+        }
+    }
+    if outcome.refused_calls > outcome.refusals.len() as u64 {
+        output::message(&format!(
+            "the mediator refused {} calls; the first {} are in the audit log",
+            outcome.refused_calls,
+            outcome.refusals.len()
+        ));
+    }
     match &outcome.stopped {
         Some(StopReason::Timeout { limit_ms }) => output::message(&format!(
             "timed out after {}; the whole process tree was killed",

@@ -364,9 +364,10 @@ impl ResolvedPolicy {
         let scope = rule.and_then(|r| self.scope(r));
         let glob = matches!(scope.map(|s| &s.target), Some(ScopeTarget::Glob(_)));
         let kernel = match (decision.level(), scope.map(|s| s.kind), glob) {
+            (Level::None | Level::Read, Some(_), false) if !path.exists() => "kernel (stockade run): nothing to bind or mask (it does not exist at start); the mediator holds the name".to_string(),
             (Level::None, None, _) => "kernel (stockade run): not in the sandbox's root: beside a granted path it is an empty mode-000 stand-in (EACCES), elsewhere absent (ENOENT); Landlock grants nothing there".to_string(),
             (Level::None, Some(_), false) => "kernel (stockade run): masked by an empty read-only mount in the sandbox's mount namespace (if it exists at start); Landlock grants nothing there".to_string(),
-            (Level::None, Some(_), true) => "kernel (stockade run): each match existing at start is masked by an empty read-only mount; matches created during the run inside a writable tree are the agent's own files".to_string(),
+            (Level::None, Some(_), true) => "kernel (stockade run): each match existing at start is masked by an empty read-only mount; a new match is refused by the mediator".to_string(),
             (Level::Read, Some(ScopeKind::ReadOnly), _) => "kernel (stockade run): read-only bind mount (Landlock cannot subtract rights inside a writable tree), so writes, renames, chmod, chown, utimes and xattrs fail with EROFS".to_string(),
             (Level::Read, _, true) => "kernel (stockade run): each match existing at start is bound read-only and granted by Landlock; new matches cannot be created (the kernel is stricter than the policy here)".to_string(),
             (Level::Read, _, false) => "kernel (stockade run): read-only bind mount plus Landlock read/execute rights".to_string(),
@@ -387,6 +388,7 @@ impl ResolvedPolicy {
                 path.existing_ancestor().display()
             ));
         }
+        notes.push(self.mediation(path));
         if scope.map(|s| s.kind) == Some(ScopeKind::Runtime) {
             notes.push("hook (stockade hook claude): runtime: Bash commands may read it (as the kernel does); the agent's file tools (Read, Write, Edit, Glob, Grep, LS, MCP file tools) are refused".to_string());
             notes.push("file tools (stockade fs, stockade mcp): refused (runtime is for the programs the agent runs)".to_string());
@@ -397,8 +399,25 @@ impl ResolvedPolicy {
             );
             notes.push("file tools (stockade fs, stockade mcp): the same decision, opened beneath a directory handle".to_string());
         }
-        notes.push("audit: refusals by the hook and file tools are logged; the kernel's own refusals are not observed by stockade (the process sees EACCES/EROFS/ENOENT)".to_string());
+        notes.push("audit: refusals by the hook, the file tools and the mediator are logged (the mediator's also in the run's outcome); Landlock's and the mounts' own refusals are seen only by the process (EACCES/EROFS/ENOENT)".to_string());
         notes
+    }
+
+    /// What the mediator (the supervisor's answer to the seccomp filter) does for names at `path`.
+    fn mediation(&self, path: &CanonicalPath) -> String {
+        let writable = self.decide(path, Access::Write).is_allow();
+        let parent_writable = path.as_path().parent().is_none_or(|p| {
+            self.decide(
+                &CanonicalPath::assume_canonical(p.to_path_buf()),
+                Access::Write,
+            )
+            .is_allow()
+        });
+        match (writable, parent_writable) {
+            (true, true) => "mediator (stockade run): creating, renaming, linking or connecting to it is checked against this decision and performed by the mediator: allowed".to_string(),
+            (true, false) => "mediator (stockade run): its directory is not writable but this name is: the directory is bound writable with its other entries bound back read-only, and the mediator creates or renames only the names the policy allows, this one included".to_string(),
+            (false, _) => "mediator (stockade run): creating it (open with O_CREAT, mkdir, mknod, symlink), renaming or linking onto it, and connecting to it if it is a Unix socket are refused with EACCES, whether or not it exists at start".to_string(),
+        }
     }
 }
 

@@ -113,6 +113,12 @@ both_users! {
         // The mediator's refusals reach the run's outcome, naming the call and the path.
         assert!(out.stdout.contains("\"refused_calls\":"), "{}", out.stdout);
         assert!(out.stdout.contains(&format!("{}/.mcp.json", d.work().display())), "{}", out.stdout);
+        // ... and the audit log, with the rule that decided each.
+        let audit = std::fs::read_to_string(d.path("audit.jsonl")).unwrap_or_default();
+        assert!(
+            audit.lines().any(|l| l.contains("\"layer\":\"kernel\"") && l.contains(".mcp.json") && l.contains("fs.read-only")),
+            "{audit}"
+        );
     }
 }
 
