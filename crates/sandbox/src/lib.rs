@@ -38,26 +38,39 @@
 //!    root is made a mount point so it cannot be renamed away. `/dev` holds only null, zero, full, random, urandom and tty. The temp dir and `/dev/shm` are
 //!    private tmpfs mounts that vanish with the namespace, and so are `/tmp` and `/var/tmp` unless the
 //!    policy grants something in them: a script's `/tmp/x` works and never reaches the host's `/tmp`.
+//!    `/proc/keys` and `/proc/key-users` are masked (kernel keys are not namespaced). A directory the
+//!    policy keeps read-only but in which it names writable files (`.git`, with `index.lock`) is bound
+//!    writable with every other entry bound back read-only; its new names are the mediator's (step 3).
 //! 3. The agent process: signals reset, every descriptor above 2 closed (`close_range`), rlimits set,
 //!    capability bounding set emptied, securebits locked so uid 0 gains nothing on exec, all capabilities
 //!    cleared and checked, `no_new_privs`, then Landlock (filesystem rights mirroring the mounts, plus
-//!    signal and abstract-Unix-socket scoping, which also stops ptrace of anything outside), then `execve`.
+//!    signal and abstract-Unix-socket scoping, which also stops ptrace of anything outside), then a
+//!    seccomp filter (`seccomp.rs`), then `execve`. The filter kills foreign system-call ABIs, refuses the
+//!    keyrings (`EPERM`), `io_uring` and `openat2` (`ENOSYS`) and Unix datagram sockets, and hands every
+//!    call that names a file (`open` with `O_CREAT`, `creat`, `mkdir`, `mknod`, `rename`, `link`,
+//!    `symlink`) and every `connect` to the **mediator** (`mediate.rs`): a process forked by the
+//!    supervisor that joins the sandbox's mount (and user) namespace, checks the policy's decision for the
+//!    resolved path, performs the call itself and hands back the descriptor. Names are therefore exact:
+//!    a protected name cannot be created whether or not it exists at start, and connecting to a pathname
+//!    socket needs write on its path.
 //! 4. When the agent exits, PID 1 exits, and the kernel kills everything left in the namespace (double-forked
 //!    daemons included). Timeout and cancellation kill PID 1. If the supervisor dies, PID 1 gets `SIGKILL`.
 //!
-//! Trusted: the policy, the supervisor, the kernel. Guaranteed: the process reaches no file the policy does
-//! not grant, writes nothing the policy makes read-only (including metadata: chmod, chown, utimes, xattrs,
-//! which Landlock alone does not cover), has no network unless allowed, and leaves nothing running.
+//! Trusted: the policy, the supervisor and its mediator, the kernel. Guaranteed: the process reaches no
+//! file the policy does not grant, writes nothing the policy makes read-only (including metadata: chmod,
+//! chown, utimes, xattrs, which Landlock alone does not cover), creates no name the policy does not let it
+//! write, connects to no pathname socket it may not write, reaches no kernel keyring, has no network unless
+//! allowed, and leaves nothing running. Nothing is created on the host for the run.
 //!
 //! # Limitations
 //!
-//! A glob grant is enforced for matches that exist at start; new matches cannot be created (stricter than the
-//! policy). A `deny` or `read-only` target that does not exist at start can be created by the agent inside a
-//! writable tree, except for `read-only` entries written with a trailing `/` (a placeholder directory is
-//! created and removed afterwards; where a file stands in the way, as a linked worktree's `.git` does for
-//! `.git/hooks/`, that file is held read-only instead, since replacing it is the only way to the path). Hard links to a denied file that already exist elsewhere in a granted
-//! tree are reachable, as with every path-based mechanism. Kernel refusals are not reported to stockade
-//! (the process sees `EACCES`, `EROFS` or `ENOENT`). The pids limit uses `RLIMIT_NPROC`, which the kernel does
+//! A glob grant for a name that does not exist at start can be used only where its directory is writable in
+//! the kernel (the mediator creates it there); elsewhere it cannot be created (stricter than the policy).
+//! Hard links to a denied file that already exist elsewhere in a granted tree are reachable, as with every
+//! path-based mechanism. Landlock's and the mounts' refusals are not reported to stockade (the process sees
+//! `EACCES`, `EROFS` or `ENOENT`); the mediator's are, in [`RunOutcome::refusals`]. A server accepting a
+//! connection the mediator made sees the supervisor's pid in `SO_PEERCRED`; `bind` of a pathname socket is
+//! not mediated. The pids limit uses `RLIMIT_NPROC`, which the kernel does
 //! not apply to uid 0: as root, use `--user`.
 
 mod child;
