@@ -13,13 +13,16 @@ stockade=$release/stockade
 # would mirror as an inaccessible stub because the workspace's parent directories are part of its root).
 work=$(mktemp -d "$PWD/target/launch-work.XXXXXX")
 trap 'rm -rf "$work"' EXIT
-# A second workspace that already has the entries the default profile keeps read-only, as most projects
-# do, so stockade binds them instead of creating (and removing) placeholder directories on the host.
+# A second workspace that is a git project with the entries the default profile keeps read-only, as most
+# projects are: its .git is a guarded directory (bound writable, its entries bound back read-only).
 mkdir -p "$work/empty" "$work/project/.claude" "$work/project/.vscode" "$work/project/.idea"
 git -C "$work/project" init -q
 cd "$work/empty"
 cmds=("/bin/true" "$stockade run -- /bin/true" "sh -c 'cd $work/project && exec $stockade run -- /bin/true'")
 names=("bare /bin/true" "stockade run, empty workspace" "sh + stockade run, git project with .claude/.vscode/.idea")
+# The floor: the namespaces alone, no root built, no policy (issue 15 asks to be within 1.5 ms of it).
+cmds+=("unshare -m -p -f -n /bin/true")
+names+=("unshare -m -p -f -n")
 if command -v bwrap >/dev/null; then
   cmds+=("bwrap --ro-bind / / --dev /dev --bind $work/empty $work/empty --unshare-all --die-with-parent -- /bin/true")
   names+=("bwrap --unshare-all")
@@ -31,5 +34,5 @@ fi
 args=()
 for i in "${!cmds[@]}"; do args+=(--command-name "${names[$i]}" "${cmds[$i]}"); done
 mkdir -p "$OLDPWD/bench/results"
-hyperfine -N --warmup 30 --runs "$runs" --export-markdown "$OLDPWD/bench/results/launch.md" \
+"${HYPERFINE:-hyperfine}" -N --warmup 30 --runs "$runs" --export-markdown "$OLDPWD/bench/results/launch.md" \
   --export-json "$OLDPWD/bench/results/launch.json" "${args[@]}"

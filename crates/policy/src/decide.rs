@@ -182,7 +182,10 @@ impl ResolvedPolicy {
             DenyCause::NotGranted
         };
 
-        let any_glob = self.globs.iter().any(|g| !g.ids.is_empty());
+        let any_glob = self
+            .globs
+            .iter()
+            .any(|g| !g.ids.is_empty() || !g.one_name.is_empty());
         if !any_glob {
             return (level, rule, cause);
         }
@@ -196,15 +199,15 @@ impl ResolvedPolicy {
             };
             if level < Level::Write
                 && ceiling == Level::Write
-                && let Some(id) = self.first_match(WRITE_GRANTS, &candidate)
+                && let Some(id) = self.first_match(WRITE_GRANTS, path, &candidate)
             {
                 level = Level::Write;
                 rule = Some(id);
             }
             if level < Level::Read
                 && let Some(id) = self
-                    .first_match(READ_GRANTS, &candidate)
-                    .or_else(|| self.first_match(WRITE_GRANTS, &candidate))
+                    .first_match(READ_GRANTS, path, &candidate)
+                    .or_else(|| self.first_match(WRITE_GRANTS, path, &candidate))
             {
                 level = Level::Read;
                 rule = Some(id);
@@ -212,14 +215,14 @@ impl ResolvedPolicy {
         }
         // Step 3: glob caps lower.
         if level > Level::None
-            && let Some(id) = self.first_match(DENY_CAPS, &candidate)
+            && let Some(id) = self.first_match(DENY_CAPS, path, &candidate)
         {
             level = Level::None;
             rule = Some(id);
             cause = DenyCause::Denied;
         }
         if level == Level::Write
-            && let Some(id) = self.first_match(READ_ONLY_CAPS, &candidate)
+            && let Some(id) = self.first_match(READ_ONLY_CAPS, path, &candidate)
         {
             level = Level::Read;
             rule = Some(id);
@@ -227,13 +230,27 @@ impl ResolvedPolicy {
         (level, rule, cause)
     }
 
-    fn first_match(&self, group: usize, candidate: &Candidate<'_>) -> Option<RuleId> {
+    /// The first rule (in the policy's order) of a glob group matching the path.
+    fn first_match(&self, group: usize, path: &Path, candidate: &Candidate<'_>) -> Option<RuleId> {
         let group = self.globs.get(group)?;
-        if group.ids.is_empty() || !group.set.is_match_candidate(candidate) {
-            return None;
+        let one_name = group
+            .one_name
+            .iter()
+            .find(|(_, g)| g.is_match(path))
+            .map(|(id, _)| *id);
+        let full = if group.ids.is_empty() || !group.set.is_match_candidate(candidate) {
+            None
+        } else {
+            group
+                .set
+                .matches_candidate(candidate)
+                .first()
+                .and_then(|first| group.ids.get(*first).copied())
+        };
+        match (one_name, full) {
+            (Some(a), Some(b)) => Some(if a.0 < b.0 { a } else { b }),
+            (a, b) => a.or(b),
         }
-        let first = *group.set.matches_candidate(candidate).first()?;
-        group.ids.get(first).copied()
     }
 
     /// Renders a refusal with its reason and fix. Returns `None` for an `Allow`.

@@ -511,12 +511,16 @@ fn make_scope(
             prefix.push(part);
         }
         // The prefix may run into the last literal component (a file): walks start at its parent then.
+        let matcher = match crate::scope::OneNameGlob::parse(&pattern) {
+            Some(one) => crate::scope::GlobMatch::OneName(one),
+            None => crate::scope::GlobMatch::Full(glob.compile_matcher()),
+        };
         ScopeTarget::Glob(GlobTarget {
             pattern,
             prefix: CanonicalPath::resolve_cached(&prefix, cache)
                 .map(CanonicalPath::into_path_buf)
                 .unwrap_or(prefix),
-            matcher: glob.compile_matcher(),
+            matcher,
         })
     } else {
         let dir_hint = expanded.ends_with('/') && expanded.len() > 1;
@@ -885,34 +889,43 @@ pub struct ResolvedPolicy {
     pub(crate) vars: Variables,
 }
 
-/// All glob scopes of one kind, compiled into one set.
+/// All glob scopes of one kind: the one-name globs matched by hand, the rest compiled into one set.
 #[derive(Debug, Clone)]
 pub(crate) struct GlobGroup {
     pub(crate) set: GlobSet,
     pub(crate) ids: Vec<RuleId>,
+    pub(crate) one_name: Vec<(RuleId, crate::scope::OneNameGlob)>,
 }
 
 impl GlobGroup {
     fn new(scopes: &[Scope], kind: ScopeKind) -> Result<Self, PolicyError> {
         let mut builder = GlobSetBuilder::new();
         let mut ids = Vec::new();
+        let mut one_name = Vec::new();
         for (i, scope) in scopes.iter().enumerate() {
-            if let (ScopeTarget::Glob(g), true) = (&scope.target, scope.kind == kind) {
-                let glob = GlobBuilder::new(&g.pattern)
-                    .literal_separator(true)
-                    .backslash_escape(true)
-                    .build()
-                    .map_err(|e| {
-                        PolicyError::invalid(&scope.source, e.to_string(), "fix the glob")
-                    })?;
-                builder.add(glob);
-                ids.push(RuleId(i));
+            let (ScopeTarget::Glob(g), true) = (&scope.target, scope.kind == kind) else {
+                continue;
+            };
+            if let crate::scope::GlobMatch::OneName(one) = &g.matcher {
+                one_name.push((RuleId(i), one.clone()));
+                continue;
             }
+            let glob = GlobBuilder::new(&g.pattern)
+                .literal_separator(true)
+                .backslash_escape(true)
+                .build()
+                .map_err(|e| PolicyError::invalid(&scope.source, e.to_string(), "fix the glob"))?;
+            builder.add(glob);
+            ids.push(RuleId(i));
         }
-        let set = builder
-            .build()
-            .map_err(|e| PolicyError::invalid("policy", e.to_string(), "fix the globs"))?;
-        Ok(GlobGroup { set, ids })
+        let set = if ids.is_empty() {
+            GlobSet::empty()
+        } else {
+            builder
+                .build()
+                .map_err(|e| PolicyError::invalid("policy", e.to_string(), "fix the globs"))?
+        };
+        Ok(GlobGroup { set, ids, one_name })
     }
 }
 
