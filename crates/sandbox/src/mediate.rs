@@ -158,6 +158,7 @@ fn mediator_main(sock: RawFd, config: &MediatorConfig, report_w: RawFd) -> std::
     let (uid, gid) = config.ids;
     sys::set_fs_ids(uid, gid);
     sys::limit_effective_capabilities(&[CAP_SYS_PTRACE])?;
+    let _ = sys::notif_sync_wake_up(listener.as_raw_fd());
     let mut m = Mediator {
         config,
         findings: Findings::default(),
