@@ -631,6 +631,17 @@ fn apply_landlock(
         let access = match grant {
             LandlockGrant::Read => AccessFs::from_read(abi),
             LandlockGrant::Write => AccessFs::from_all(abi),
+            LandlockGrant::WriteNoCreate => {
+                AccessFs::from_all(abi)
+                    & !(AccessFs::MakeChar
+                        | AccessFs::MakeDir
+                        | AccessFs::MakeReg
+                        | AccessFs::MakeSock
+                        | AccessFs::MakeFifo
+                        | AccessFs::MakeBlock
+                        | AccessFs::MakeSym
+                        | AccessFs::Refer)
+            }
             LandlockGrant::FileReadWrite => AccessFs::from_file(abi),
         };
         // A path that vanished since planning grants nothing; that is the safe direction.

@@ -78,6 +78,8 @@ pub(crate) struct MediatorConfig {
     pub ids: (u32, u32),
     /// Whether the run has its own network namespace (abstract Unix sockets are then its own).
     pub private_net: bool,
+    /// Where Landlock lets the program create names itself ([`crate::MountPlan::create_dirs`]).
+    pub create_dirs: Vec<PathBuf>,
 }
 
 /// The mediator, a process of its own (forked from the supervisor, so single-threaded when it joins the
@@ -232,6 +234,9 @@ struct Mediator<'a> {
 
 /// A result for the caller: a value, an errno, or a descriptor to install.
 enum Answer {
+    /// Let the call proceed in the kernel, as the caller: it creates a name where Landlock lets the
+    /// caller create any name, and no name-based rule applies there.
+    Continue,
     /// Another thread answers (a `connect` that may block).
     Pending,
     Value(i64),
@@ -282,6 +287,7 @@ impl Mediator<'_> {
             };
             let answer = self.answer(fd, &n);
             let _ = match answer {
+                Answer::Continue => sys::notif_continue(fd, n.id),
                 Answer::Pending => Ok(()),
                 Answer::Value(v) => sys::notif_send(fd, n.id, Ok(v)),
                 Answer::Errno(e) => sys::notif_send(fd, n.id, Err(e)),
@@ -305,6 +311,25 @@ impl Mediator<'_> {
             listener,
         };
         self.findings.mediated += 1;
+        // Creations where no name-based rule applies proceed in the kernel: Landlock lets the caller create
+        // any name there and nowhere else, so whatever the path says by the time the kernel reads it
+        // again, the kernel's answer is the policy's. The path is only read to pick this road.
+        let created = match n.data.nr as libc::c_long {
+            libc::SYS_openat | libc::SYS_mkdirat | libc::SYS_mknodat => Some((fd_arg(a[0]), a[1])),
+            libc::SYS_symlinkat => Some((fd_arg(a[1]), a[2])),
+            #[cfg(target_arch = "x86_64")]
+            libc::SYS_open | libc::SYS_creat | libc::SYS_mkdir | libc::SYS_mknod => {
+                Some((libc::AT_FDCWD, a[0]))
+            }
+            #[cfg(target_arch = "x86_64")]
+            libc::SYS_symlink => Some((libc::AT_FDCWD, a[1])),
+            _ => None,
+        };
+        if let Some((dirfd, path_ptr)) = created
+            && self.kernel_may_create(&call, dirfd, path_ptr)
+        {
+            return Answer::Continue;
+        }
         let r = match n.data.nr as libc::c_long {
             libc::SYS_openat => self.open(&call, fd_arg(a[0]), a[1], a[2] as i32, a[3] as u32),
             #[cfg(target_arch = "x86_64")]
@@ -354,6 +379,50 @@ impl Mediator<'_> {
             Err(PENDING) => Answer::Pending,
             Err(e) => Answer::Errno(e),
         }
+    }
+
+    /// Whether the name the call creates lies, as written, in a directory where Landlock lets the caller
+    /// create names itself. Read from the path's text (with the caller's working directory or `dirfd`),
+    /// never trusted beyond choosing the road: `..`, `/proc` and anything unreadable take the mediated one.
+    fn kernel_may_create(&self, call: &Call, dirfd: i32, path_ptr: u64) -> bool {
+        if self.config.create_dirs.is_empty() {
+            return false;
+        }
+        let Ok(path) = call.read_path_unchecked(path_ptr) else {
+            return false;
+        };
+        let mut full = if path.starts_with(b"/") {
+            Vec::new()
+        } else {
+            let link = if dirfd == libc::AT_FDCWD {
+                format!("{}/cwd", call.pid)
+            } else if dirfd >= 0 {
+                format!("{}/fd/{dirfd}", call.pid)
+            } else {
+                return false;
+            };
+            match sys::readlink_at(self.proc.as_raw_fd(), &cstr(link.as_bytes())) {
+                Ok(base) if base.starts_with(b"/") => base,
+                _ => return false,
+            }
+        };
+        full.push(b'/');
+        full.extend_from_slice(&path);
+        let parts: Vec<&[u8]> = full
+            .split(|b| *b == b'/')
+            .filter(|c| !c.is_empty() && *c != b".")
+            .collect();
+        if parts.iter().any(|c| *c == b"..") || parts.first().is_some_and(|c| *c == b"proc") {
+            return false;
+        }
+        let Some((_, parent)) = parts.split_last() else {
+            return false;
+        };
+        let mut dir = PathBuf::from("/");
+        for c in parent {
+            dir.push(OsStr::from_bytes(c));
+        }
+        self.config.create_dirs.iter().any(|d| dir.starts_with(d))
     }
 
     fn refuse(&mut self, call: &'static str, path: &Path, access: Access) -> i32 {
@@ -780,6 +849,14 @@ impl Call {
 
     /// A NUL-terminated string from the caller's memory, read once.
     fn read_path(&self, addr: u64) -> Result<Vec<u8>, i32> {
+        let out = self.read_path_unchecked(addr)?;
+        self.still_valid()?;
+        Ok(out)
+    }
+
+    /// [`Call::read_path`] without checking that the caller is still the one that stopped: for choosing
+    /// a road only.
+    fn read_path_unchecked(&self, addr: u64) -> Result<Vec<u8>, i32> {
         let mut out = Vec::new();
         let mut chunk = [0u8; 256];
         let mut at = addr;
@@ -794,7 +871,6 @@ impl Call {
             }
             if let Some(end) = chunk[..n].iter().position(|b| *b == 0) {
                 out.extend_from_slice(&chunk[..end]);
-                self.still_valid()?;
                 return Ok(out);
             }
             out.extend_from_slice(&chunk[..n]);

@@ -84,6 +84,10 @@ pub enum LandlockGrant {
     Read,
     /// Everything.
     Write,
+    /// Everything but giving a name: no `MAKE_*` and no `REFER` rights. Directories where a name matters
+    /// (`.mcp.json` may not be created in the project root, `index.lock` may be created in `.git`): every
+    /// creation there is the mediator's, which checks the name.
+    WriteNoCreate,
     /// Read and write an existing file (devices).
     FileReadWrite,
 }
@@ -100,6 +104,10 @@ pub struct MountPlan {
     /// existing entry the policy does not make writable bound back at its own level, and every new name
     /// left to the mediator.
     pub guarded_dirs: Vec<PathBuf>,
+    /// Directories where Landlock lets the program create names itself (`Write` rules): no name-based
+    /// rule applies beneath them, so the mediator lets a creation there proceed in the kernel
+    /// (`SECCOMP_USER_NOTIF_FLAG_CONTINUE`) instead of performing it. Anywhere else it performs the call.
+    pub create_dirs: Vec<PathBuf>,
 }
 
 /// Files of the fresh `/proc` hidden under an empty file: what the kernel shows there is not the
@@ -402,7 +410,112 @@ impl MountPlan {
             };
             plan.landlock.push((PathBuf::from(dev), grant));
         }
+        plan.split_create_rights(policy);
         Ok(plan)
+    }
+
+    /// Takes the right to create names away from Landlock wherever a name-based rule applies, so that
+    /// every creation there reaches the mediator (which checks the name), and keeps it everywhere else,
+    /// so that ordinary creations (a build's output, an untarred tree) proceed in the kernel.
+    ///
+    /// A directory needs its names checked when a path the policy does not let the program write does
+    /// not exist yet beneath it (`.mcp.json` in the project root), when it is a guarded directory, or
+    /// when a glob cap (`deny`, `read-only`) could match beneath it. Such a directory and every directory
+    /// from its writable rule down to it get [`LandlockGrant::WriteNoCreate`]; every other existing
+    /// writable directory beside that chain gets a `Write` rule of its own.
+    fn split_create_rights(&mut self, policy: &ResolvedPolicy) {
+        let writable = |p: &Path| {
+            policy
+                .decide(
+                    &CanonicalPath::assume_canonical(p.to_path_buf()),
+                    Access::Write,
+                )
+                .is_allow()
+        };
+        let mut named: Vec<PathBuf> = self.guarded_dirs.clone();
+        let mut whole: Vec<PathBuf> = Vec::new();
+        for scope in policy.scopes() {
+            match &scope.target {
+                ScopeTarget::Path(target) => {
+                    if scope.kind == ScopeKind::Write || target.canonical.exists() {
+                        continue;
+                    }
+                    let at = target.canonical.existing_ancestor();
+                    if writable(at) || self.guarded_dirs.iter().any(|g| g == at) {
+                        named.push(at.to_path_buf());
+                    }
+                }
+                ScopeTarget::Glob(glob) => {
+                    if matches!(scope.kind, ScopeKind::Deny | ScopeKind::ReadOnly) {
+                        whole.push(glob.prefix.clone());
+                    }
+                }
+                _ => {}
+            }
+        }
+        let mut chain: std::collections::BTreeSet<PathBuf> = std::collections::BTreeSet::new();
+        let mut children: Vec<PathBuf> = Vec::new();
+        for rule in &mut self.landlock {
+            if rule.1 != LandlockGrant::Write {
+                continue;
+            }
+            let root = rule.0.clone();
+            if whole
+                .iter()
+                .any(|w| w.starts_with(&root) || root.starts_with(w))
+            {
+                rule.1 = LandlockGrant::WriteNoCreate;
+                continue;
+            }
+            let mut hit = false;
+            for n in named.iter().filter(|n| n.starts_with(&root)) {
+                hit = true;
+                for a in n.ancestors() {
+                    chain.insert(a.to_path_buf());
+                    if a == root {
+                        break;
+                    }
+                }
+            }
+            if hit {
+                rule.1 = LandlockGrant::WriteNoCreate;
+            }
+        }
+        for dir in &chain {
+            let Ok(read) = std::fs::read_dir(dir) else {
+                continue;
+            };
+            for entry in read.flatten() {
+                let path = entry.path();
+                if entry.file_type().is_ok_and(|t| t.is_dir())
+                    && !chain.contains(&path)
+                    && !whole
+                        .iter()
+                        .any(|w| w.starts_with(&path) || path.starts_with(w))
+                    && writable(&path)
+                {
+                    children.push(path);
+                }
+            }
+        }
+        for c in children {
+            if !self.landlock.iter().any(|(p, _)| *p == c) {
+                self.landlock.push((c, LandlockGrant::Write));
+            }
+        }
+        // A chain directory's own rule (a bind below the root, e.g. a guarded `.git` of its own) loses
+        // its create rights too.
+        for rule in &mut self.landlock {
+            if rule.1 == LandlockGrant::Write && chain.contains(&rule.0) {
+                rule.1 = LandlockGrant::WriteNoCreate;
+            }
+        }
+        self.create_dirs = self
+            .landlock
+            .iter()
+            .filter(|(_, g)| *g == LandlockGrant::Write)
+            .map(|(p, _)| p.clone())
+            .collect();
     }
 
     /// Replaces the read-only bind of each file in `snapshots` (path and size) by a [`MountOp::Snapshot`].

@@ -731,6 +731,7 @@ impl Sandbox {
                 .switch_user
                 .unwrap_or((sys::geteuid(), sys::getegid())),
             private_net: prepared.net_ns,
+            create_dirs: self.plan.create_dirs.clone(),
         };
         let mediator = crate::mediate::spawn(mediator_sup, &mediator_config);
         sys::close(mediator_sup);

@@ -734,6 +734,20 @@ pub(crate) fn notif_send(listener: RawFd, id: u64, result: Result<i64, i32>) -> 
     check(unsafe { libc::ioctl(listener, libc::SECCOMP_IOCTL_NOTIF_SEND, &resp) }).map(drop)
 }
 
+/// Lets notification `id`'s system call proceed in the kernel, as the caller, with whatever arguments it
+/// has now: only for calls whose every possible outcome the caller's Landlock domain and mounts already
+/// decide (see `MountPlan::create_dirs`).
+pub(crate) fn notif_continue(listener: RawFd, id: u64) -> io::Result<()> {
+    let resp = libc::seccomp_notif_resp {
+        id,
+        val: 0,
+        error: 0,
+        flags: libc::SECCOMP_USER_NOTIF_FLAG_CONTINUE as u32,
+    };
+    // SAFETY: a valid pointer to a seccomp_notif_resp for the SEND ioctl.
+    check(unsafe { libc::ioctl(listener, libc::SECCOMP_IOCTL_NOTIF_SEND, &resp) }).map(drop)
+}
+
 /// `SECCOMP_IOCTL_NOTIF_SET_FLAGS` (`_IOW('!', 4, __u64)`) and its one flag, from Linux 6.6.
 const SECCOMP_IOCTL_NOTIF_SET_FLAGS: libc::c_ulong = 0x4008_2104;
 const SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP: u64 = 1;

@@ -243,3 +243,45 @@ fn tmp_and_var_tmp_are_private_to_the_run() {
     assert!(!std::path::Path::new(&format!("/tmp/x-{marker}")).exists());
     assert!(!std::path::Path::new(&format!("/var/tmp/y-{marker}")).exists());
 }
+
+/// A thread rewrites the path between the mediator's look at it and the kernel's: `sub/ok.txt` (in a
+/// directory where the kernel creates names itself) and `.mcp.json` (in the project root, where only the
+/// mediator may). Landlock holds the root whatever the mediator saw, so `.mcp.json` is never made.
+const PATH_SWAP_RACE: &str = r#"
+import ctypes, os, threading
+libc = ctypes.CDLL(None, use_errno=True)
+buf = ctypes.create_string_buffer(64)
+ok, evil = b"sub/ok.txt\0", b".mcp.json\0\0"
+stop = []
+def flip():
+    while not stop:
+        ctypes.memmove(buf, ok, len(ok))
+        ctypes.memmove(buf, evil, len(evil))
+t = threading.Thread(target=flip)
+t.start()
+made = 0
+for i in range(20000):
+    fd = libc.open(buf, os.O_CREAT | os.O_WRONLY, 0o644)
+    if fd >= 0:
+        made += 1
+        libc.close(fd)
+    if libc.mkdir(buf, 0o755) == 0:
+        made += 1
+stop.append(1)
+t.join()
+print("created", made, "mcp", os.path.lexists(".mcp.json"))
+"#;
+
+both_users! {
+    fn a_path_rewritten_during_the_check_creates_nothing_protected(d) {
+        d.mkdir("work/sub");
+        let control = d.path("control");
+        std::fs::create_dir_all(control.join("sub")).unwrap();
+        let out = std::process::Command::new("python3").args(["-c", PATH_SWAP_RACE]).current_dir(&control).output().unwrap();
+        assert!(String::from_utf8_lossy(&out.stdout).contains("mcp True"), "the control must create it");
+        let out = d.stockade(["run", "--", "python3", "-c", PATH_SWAP_RACE]).run();
+        out.ok().stdout_has("mcp False");
+        assert!(!exists(&d.path("work/.mcp.json")));
+        assert!(exists(&d.path("work/sub/ok.txt")), "the ordinary creation works: {}", out.stdout);
+    }
+}
