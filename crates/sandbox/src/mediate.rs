@@ -154,8 +154,9 @@ fn mediator_main(sock: RawFd, config: &MediatorConfig, report_w: RawFd) -> std::
         sys::setns(user_ns.as_raw_fd(), libc::CLONE_NEWUSER)?;
     }
     sys::setns(mount_ns.as_raw_fd(), libc::CLONE_NEWNS)?;
-    // Paths are always resolved from descriptors or from this root; the working directory is the host's
-    // `/proc`, from which a pathname socket is reached through its descriptor (see `connect`).
+    // Paths are resolved from descriptors or from this root; the working directory is the host's
+    // `/proc`, from which a pathname socket is reached through its descriptor (see `connect`). Workers
+    // have working directories of their own.
     sys::fchdir(proc.as_raw_fd())?;
     let (uid, gid) = config.ids;
     sys::set_fs_ids(uid, gid);
@@ -163,6 +164,7 @@ fn mediator_main(sock: RawFd, config: &MediatorConfig, report_w: RawFd) -> std::
     let _ = sys::notif_sync_wake_up(listener.as_raw_fd());
     let mut m = Mediator {
         config,
+        workers: Workers::default(),
         findings: Findings::default(),
         proc,
     };
@@ -222,11 +224,13 @@ impl Findings {
 
 /// The names a refusal can carry.
 const CALLS: &[&str] = &[
-    "open", "mkdir", "mknod", "symlink", "link", "rename", "connect",
+    "open", "mkdir", "mknod", "symlink", "link", "rename", "connect", "bind",
 ];
 
 struct Mediator<'a> {
     config: &'a MediatorConfig,
+    /// Threads that make the calls that may wait (`connect`, `bind`) and answer for them.
+    workers: Workers,
     findings: Findings,
     /// The host's `/proc`, opened before joining the sandbox's mount namespace.
     proc: OwnedFd,
@@ -372,6 +376,7 @@ impl Mediator<'_> {
             #[cfg(target_arch = "x86_64")]
             libc::SYS_rename => self.rename(&call, libc::AT_FDCWD, a[0], libc::AT_FDCWD, a[1], 0),
             libc::SYS_connect => self.connect(&call, fd_arg(a[0]), a[1], a[2] as usize),
+            libc::SYS_bind => self.bind(&call, fd_arg(a[0]), a[1], a[2] as usize),
             _ => Err(libc::ENOSYS),
         };
         match r {
@@ -391,6 +396,14 @@ impl Mediator<'_> {
         let Ok(path) = call.read_path_unchecked(path_ptr) else {
             return false;
         };
+        self.kernel_may_create_at(call, dirfd, &path)
+    }
+
+    /// [`Mediator::kernel_may_create`] for a path already read.
+    fn kernel_may_create_at(&self, call: &Call, dirfd: i32, path: &[u8]) -> bool {
+        if self.config.create_dirs.is_empty() {
+            return false;
+        }
         let mut full = if path.starts_with(b"/") {
             Vec::new()
         } else {
@@ -407,7 +420,7 @@ impl Mediator<'_> {
             }
         };
         full.push(b'/');
-        full.extend_from_slice(&path);
+        full.extend_from_slice(path);
         let parts: Vec<&[u8]> = full
             .split(|b| *b == b'/')
             .filter(|c| !c.is_empty() && *c != b".")
@@ -651,8 +664,13 @@ impl Mediator<'_> {
         if family != libc::AF_UNIX {
             // Another family reaches only what the network namespace holds (the socket's own, whichever
             // process connects it); the connect may take long, so it is made on its own thread.
+            if sys::is_nonblocking(sock.as_raw_fd()) {
+                // Returns at once (EINPROGRESS at worst): no need for a worker.
+                sys::connect_raw(sock.as_raw_fd(), &addr).map_err(|e| errno(&e))?;
+                return Ok(Answer::Value(0));
+            }
             let (listener, id) = (call.listener, call.id);
-            std::thread::spawn(move || {
+            self.workers.run(move || {
                 let r = sys::connect_raw(sock.as_raw_fd(), &addr).map_err(|e| errno(&e));
                 let _ = sys::notif_send(listener, id, r.map(|()| 0));
             });
@@ -688,12 +706,62 @@ impl Mediator<'_> {
         if sys::fstat_kind(file.as_raw_fd()).map_err(|e| errno(&e))? != libc::S_IFSOCK {
             return Err(libc::ECONNREFUSED);
         }
-        // The working directory is the host's `/proc` (set once in `mediator_main`). A connect may wait
-        // for a busy listener, so it is made on its own thread, which answers for it.
-        let (listener, id) = (call.listener, call.id);
-        std::thread::spawn(move || {
+        // A connect may wait for a busy listener: a worker makes it, from the host's `/proc` (this
+        // process's descriptors are there), and answers for it.
+        let proc = self.proc.as_raw_fd();
+        if sys::is_nonblocking(sock.as_raw_fd()) {
+            // Returns at once: made here, from this thread's working directory, the host's `/proc`.
             let name = format!("thread-self/fd/{}", file.as_raw_fd());
-            let r = sys::connect_unix_relative(sock.as_raw_fd(), name.as_bytes())
+            sys::connect_unix_relative(sock.as_raw_fd(), name.as_bytes()).map_err(|e| errno(&e))?;
+            return Ok(Answer::Value(0));
+        }
+        let (listener, id) = (call.listener, call.id);
+        self.workers.run(move || {
+            let name = format!("thread-self/fd/{}", file.as_raw_fd());
+            let r = sys::fchdir(proc)
+                .and_then(|()| sys::connect_unix_relative(sock.as_raw_fd(), name.as_bytes()))
+                .map_err(|e| errno(&e));
+            let _ = sys::notif_send(listener, id, r.map(|()| 0));
+        });
+        Err(PENDING)
+    }
+
+    /// `bind` gives a Unix socket a name in the filesystem: a creation like any other. Other families,
+    /// abstract names, and names where the kernel may create any name proceed in the kernel.
+    fn bind(&mut self, call: &Call, sockfd: i32, addr_ptr: u64, len: usize) -> Result<Answer, i32> {
+        if len < std::mem::size_of::<libc::sa_family_t>() + 1 || len > 128 {
+            return Ok(Answer::Continue);
+        }
+        let mut addr = vec![0u8; len];
+        let got = sys::read_process_memory(call.pid, addr_ptr, &mut addr).map_err(|e| errno(&e))?;
+        let family = i32::from(u16::from_ne_bytes([addr[0], addr[1]]));
+        // Whatever the caller makes of the address later, the kernel binds as the caller, under Landlock,
+        // which withholds the right to make a socket wherever a name matters.
+        if got != len || family != libc::AF_UNIX || addr[2] == 0 {
+            return Ok(Answer::Continue);
+        }
+        let path = &addr[2..];
+        let end = path.iter().position(|b| *b == 0).unwrap_or(path.len());
+        let path = path[..end].to_vec();
+        if self.kernel_may_create_at(call, libc::AT_FDCWD, &path) {
+            return Ok(Answer::Continue);
+        }
+        let r = self.resolve(call, libc::AT_FDCWD, &path, false)?;
+        if r.magic || r.is_dot || r.trailing_slash {
+            return Err(libc::EINVAL);
+        }
+        self.check("bind", &r.path, Access::Write)?;
+        let sock = call.socket(sockfd)?;
+        let umask = call.umask(self.proc_fd());
+        let (listener, id) = (call.listener, call.id);
+        // Bound from the directory checked (a worker's working directory is its own). The socket's own
+        // name is the last component only.
+        self.workers.run(move || {
+            let r = sys::fchdir(r.dir.as_raw_fd())
+                .and_then(|()| {
+                    sys::umask(umask);
+                    sys::bind_unix_relative(sock.as_raw_fd(), r.name.as_bytes())
+                })
                 .map_err(|e| errno(&e));
             let _ = sys::notif_send(listener, id, r.map(|()| 0));
         });
@@ -823,6 +891,52 @@ impl Mediator<'_> {
             });
         }
         Err(libc::ELOOP)
+    }
+}
+
+/// A pool of threads for calls that may wait: one is started only when none is idle, and each stays for
+/// the next call (starting a thread per call cost more than the call).
+#[derive(Default)]
+struct Workers {
+    queue: Option<std::sync::mpsc::Sender<Job>>,
+    jobs: Arc<std::sync::Mutex<Option<std::sync::mpsc::Receiver<Job>>>>,
+    idle: Arc<std::sync::atomic::AtomicUsize>,
+}
+
+type Job = Box<dyn FnOnce() + Send>;
+
+impl Workers {
+    fn run(&mut self, job: impl FnOnce() + Send + 'static) {
+        use std::sync::atomic::Ordering;
+        let queue = self.queue.get_or_insert_with(|| {
+            let (tx, rx) = std::sync::mpsc::channel();
+            if let Ok(mut jobs) = self.jobs.lock() {
+                *jobs = Some(rx);
+            }
+            tx
+        });
+        if self.idle.load(Ordering::Acquire) == 0 {
+            let (jobs, idle) = (self.jobs.clone(), self.idle.clone());
+            std::thread::spawn(move || {
+                // Each worker has a working directory of its own: the calls it makes set it.
+                if sys::unshare_fs().is_err() {
+                    return;
+                }
+                loop {
+                    idle.fetch_add(1, Ordering::AcqRel);
+                    let next = match jobs.lock() {
+                        Ok(rx) => rx.as_ref().and_then(|rx| rx.recv().ok()),
+                        Err(_) => None,
+                    };
+                    idle.fetch_sub(1, Ordering::AcqRel);
+                    match next {
+                        Some(job) => job(),
+                        None => return,
+                    }
+                }
+            });
+        }
+        let _ = queue.send(Box::new(job));
     }
 }
 

@@ -393,6 +393,13 @@ pub(crate) fn set_nonblocking(fd: RawFd) -> io::Result<()> {
     check(unsafe { libc::fcntl(fd, libc::F_SETFL, flags | libc::O_NONBLOCK) }).map(drop)
 }
 
+/// Whether `fd`'s open file description is non-blocking.
+pub(crate) fn is_nonblocking(fd: RawFd) -> bool {
+    // SAFETY: integer arguments.
+    let flags = unsafe { libc::fcntl(fd, libc::F_GETFL) };
+    flags >= 0 && flags & libc::O_NONBLOCK != 0
+}
+
 pub(crate) fn setrlimit(resource: libc::__rlimit_resource_t, value: u64) -> io::Result<()> {
     let lim = libc::rlimit {
         rlim_cur: value,
@@ -900,8 +907,15 @@ pub(crate) fn rename_at(
     .map(drop)
 }
 
-/// `connect(2)` of `sock` to the Unix socket `name` in the calling thread's working directory.
-pub(crate) fn connect_unix_relative(sock: RawFd, name: &[u8]) -> io::Result<()> {
+/// `bind(2)` of `sock` to the Unix socket `name` in the calling thread's working directory.
+pub(crate) fn bind_unix_relative(sock: RawFd, name: &[u8]) -> io::Result<()> {
+    let (addr, len) = unix_address(name)?;
+    // SAFETY: a valid sockaddr_un of `len` bytes.
+    check(unsafe { libc::bind(sock, (&addr as *const libc::sockaddr_un).cast(), len) }).map(drop)
+}
+
+/// A `sockaddr_un` for a pathname, and its length.
+fn unix_address(name: &[u8]) -> io::Result<(libc::sockaddr_un, u32)> {
     // SAFETY: sockaddr_un is plain data.
     let mut addr: libc::sockaddr_un = unsafe { std::mem::zeroed() };
     addr.sun_family = libc::AF_UNIX as libc::sa_family_t;
@@ -911,10 +925,23 @@ pub(crate) fn connect_unix_relative(sock: RawFd, name: &[u8]) -> io::Result<()> 
     for (d, s) in addr.sun_path.iter_mut().zip(name) {
         *d = *s as c_char;
     }
-    let len = std::mem::size_of::<libc::sa_family_t>() + name.len() + 1;
+    Ok((
+        addr,
+        (std::mem::size_of::<libc::sa_family_t>() + name.len() + 1) as u32,
+    ))
+}
+
+/// Gives the calling thread its own working directory, root and umask (`unshare(CLONE_FS)`).
+pub(crate) fn unshare_fs() -> io::Result<()> {
+    // SAFETY: an integer argument; affects only the calling thread.
+    check(unsafe { libc::unshare(libc::CLONE_FS) }).map(drop)
+}
+
+/// `connect(2)` of `sock` to the Unix socket `name` in the calling thread's working directory.
+pub(crate) fn connect_unix_relative(sock: RawFd, name: &[u8]) -> io::Result<()> {
+    let (addr, len) = unix_address(name)?;
     // SAFETY: a valid sockaddr_un of `len` bytes.
-    check(unsafe { libc::connect(sock, (&addr as *const libc::sockaddr_un).cast(), len as u32) })
-        .map(drop)
+    check(unsafe { libc::connect(sock, (&addr as *const libc::sockaddr_un).cast(), len) }).map(drop)
 }
 
 /// `connect(2)` of `sock` to the raw address `addr` (any family).

@@ -111,3 +111,19 @@ both_users! {
             .ok().stdout_lacks("CONNECTED");
     }
 }
+
+both_users! {
+    /// `bind` gives a socket a name: in the project root (where names matter) it is made by the mediator
+    /// and works, in a subdirectory the kernel makes it, and a protected name is refused.
+    fn binding_a_socket_is_a_creation(d) {
+        d.mkdir("work/sub");
+        let script = "import socket\n\
+for p in ('dev.sock', 'sub/dev.sock', '.mcp.json'):\n    \
+s = socket.socket(socket.AF_UNIX)\n    \
+try:\n        s.bind(p); s.listen(1); c = socket.socket(socket.AF_UNIX); c.connect(p); print('bound', p)\n    \
+except OSError as e:\n        print('refused', p, e.strerror)\n";
+        let out = d.stockade(["run", "--", "python3", "-c", script]).run();
+        out.ok().stdout_has("bound dev.sock").stdout_has("bound sub/dev.sock").stdout_has("refused .mcp.json Permission denied");
+        assert!(!exists(&d.path("work/.mcp.json")));
+    }
+}
