@@ -48,11 +48,13 @@
 //!    seccomp filter (`seccomp.rs`), then `execve`. The filter kills foreign system-call ABIs, refuses the
 //!    keyrings (`EPERM`), `io_uring` and `openat2` (`ENOSYS`) and Unix datagram sockets, and hands every
 //!    call that names a file (`open` with `O_CREAT`, `creat`, `mkdir`, `mknod`, `rename`, `link`,
-//!    `symlink`) and every `connect` to the **mediator** (`mediate.rs`): a process forked by the
+//!    `symlink`, `bind`) and every `connect` to the **mediator** (`mediate.rs`): a process forked by the
 //!    supervisor that joins the sandbox's mount (and user) namespace, checks the policy's decision for the
 //!    resolved path, performs the call itself and hands back the descriptor. Names are therefore exact:
 //!    a protected name cannot be created whether or not it exists at start, and connecting to a pathname
-//!    socket needs write on its path.
+//!    socket needs write on its path. Where no name-based rule applies, Landlock keeps the right to create
+//!    names ([`MountPlan::create_dirs`]) and the mediator lets a creation proceed in the kernel; where one
+//!    does, Landlock withholds it, so a path rewritten after the mediator looked cannot create there.
 //! 4. When the agent exits, PID 1 exits, and the kernel kills everything left in the namespace (double-forked
 //!    daemons included). Timeout and cancellation kill PID 1. If the supervisor dies, PID 1 gets `SIGKILL`.
 //!
@@ -69,8 +71,8 @@
 //! Hard links to a denied file that already exist elsewhere in a granted tree are reachable, as with every
 //! path-based mechanism. Landlock's and the mounts' refusals are not reported to stockade (the process sees
 //! `EACCES`, `EROFS` or `ENOENT`); the mediator's are, in [`RunOutcome::refusals`]. A server accepting a
-//! connection the mediator made sees the supervisor's pid in `SO_PEERCRED`; `bind` of a pathname socket is
-//! not mediated. The pids limit uses `RLIMIT_NPROC`, which the kernel does
+//! connection the mediator made sees the supervisor's pid in `SO_PEERCRED`, and a socket it bound reports
+//! only its last component from `getsockname`. The pids limit uses `RLIMIT_NPROC`, which the kernel does
 //! not apply to uid 0: as root, use `--user`.
 
 mod child;

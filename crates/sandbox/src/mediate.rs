@@ -2,8 +2,11 @@
 //!
 //! Landlock grants by directory: a grant to create files in `src` is a grant for every name, and nothing
 //! can be said about a name that does not exist yet. So every call that gives a file a name (`open` with
-//! `O_CREAT`, `mkdir`, `mknod`, `rename`, `link`, `symlink`) and every `connect` stops in the kernel and
-//! is handed here (see `seccomp.rs`). The mediator reads the call's arguments from the caller's memory,
+//! `O_CREAT`, `mkdir`, `mknod`, `rename`, `link`, `symlink`, `bind`) and every `connect` stops in the
+//! kernel and is handed here (see `seccomp.rs`). A creation in a directory where Landlock lets the program
+//! create any name (no name-based rule applies there) proceeds in the kernel
+//! (`SECCOMP_USER_NOTIF_FLAG_CONTINUE`): whatever the path says by then, Landlock decides as the policy
+//! does. Every other one is checked and performed here. The mediator reads the call's arguments from the caller's memory,
 //! resolves the path as the caller would, asks the policy, and then **performs the call itself** on the
 //! directory it resolved, handing an opened file back with `SECCOMP_IOCTL_NOTIF_ADDFD`. The caller's
 //! memory is read once and never trusted again, so there is no window between the check and the use
