@@ -388,7 +388,7 @@ impl ResolvedPolicy {
             (Level::Read, Some(ScopeKind::ReadOnly), _) => "kernel (stockade run): read-only bind mount (Landlock cannot subtract rights inside a writable tree), so writes, renames, chmod, chown, utimes and xattrs fail with EROFS".to_string(),
             (Level::Read, _, true) => "kernel (stockade run): each match existing at start is bound read-only and granted by Landlock; new matches cannot be created (the kernel is stricter than the policy here)".to_string(),
             (Level::Read, _, false) => "kernel (stockade run): read-only bind mount plus Landlock read/execute rights".to_string(),
-            (Level::Write, _, true) => "kernel (stockade run): each match existing at start is bound read-write and granted by Landlock; new matches cannot be created (the kernel is stricter than the policy here)".to_string(),
+            (Level::Write, _, true) => "kernel (stockade run): the directories beneath the glob's prefix are bound writable with every entry it does not match bound back read-only, and the mediator creates new matches (up to 2,000 entries there; past that new matches cannot be created)".to_string(),
             (Level::Write, _, false) => "kernel (stockade run): read-write bind mount plus Landlock rights".to_string(),
         };
         let mut notes = vec![kernel];

@@ -66,8 +66,9 @@
 //!
 //! # Limitations
 //!
-//! A glob grant for a name that does not exist at start can be used only where its directory is writable in
-//! the kernel (the mediator creates it there); elsewhere it cannot be created (stricter than the policy).
+//! A write glob creates new matches through the mediator in the directories beneath its prefix, as long as
+//! they hold at most [`MAX_GLOB_GUARDED_ENTRIES`] entries (past that, new matches cannot be created:
+//! stricter than the policy); a symlink in such a directory is not held by a mount and can be removed.
 //! Hard links to a denied file that already exist elsewhere in a granted tree are reachable, as with every
 //! path-based mechanism. Landlock's and the mounts' refusals are not reported to stockade (the process sees
 //! `EACCES`, `EROFS` or `ENOENT`); the mediator's are, in [`RunOutcome::refusals`]. A server accepting a
@@ -85,7 +86,10 @@ mod sys;
 
 pub use error::SandboxError;
 pub use mediate::Refusal;
-pub use plan::{LandlockGrant, MAX_GLOB_WALK_ENTRIES, MountOp, MountPlan, PlannedMount, Siblings};
+pub use plan::{
+    LandlockGrant, MAX_GLOB_GUARDED_ENTRIES, MAX_GLOB_WALK_ENTRIES, MountOp, MountPlan,
+    PlannedMount, Siblings,
+};
 pub use run::{
     RunOutcome, RunningSandbox, Sandbox, SandboxBuilder, Stdio, StopReason, new_temp_dir_path,
 };

@@ -20,6 +20,10 @@ use crate::error::SandboxError;
 /// refuses to start (fail closed) rather than silently skip a `deny` glob.
 pub const MAX_GLOB_WALK_ENTRIES: usize = 200_000;
 
+/// Entries a write glob's directories may hold for them to be guarded (each entry the glob does not make
+/// writable is bound back read-only). Past it, a new match cannot be created in them.
+pub const MAX_GLOB_GUARDED_ENTRIES: usize = 2_000;
+
 /// One step of building the root, at a canonical path.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 #[serde(tag = "op", rename_all = "kebab-case")]
@@ -644,6 +648,62 @@ impl MountPlan {
             }
             guarded.push(dir.to_path_buf());
         }
+        // A write glob (`src/**/*.ts`) under a directory it does not make writable names files that may
+        // not exist yet, in every directory beneath its prefix down to its depth: those are guarded too,
+        // as long as the entries to bind back stay few (past that, new matches cannot be created: the
+        // kernel is stricter than the policy).
+        let mut budget = MAX_GLOB_GUARDED_ENTRIES;
+        for scope in policy.scopes() {
+            let (ScopeTarget::Glob(glob), ScopeKind::Write) = (&scope.target, scope.kind) else {
+                continue;
+            };
+            let parts = glob.pattern.split('/').filter(|c| !c.is_empty()).count();
+            let literal = glob
+                .pattern
+                .split('/')
+                .filter(|c| !c.is_empty())
+                .take_while(|c| !c.contains(['*', '?', '[', '{']))
+                .count();
+            let max_depth = if glob.pattern.contains("**") {
+                usize::MAX
+            } else {
+                parts.saturating_sub(literal)
+            };
+            let mut found = Vec::new();
+            let mut stack = vec![(glob.prefix.clone(), 1usize)];
+            let mut fits = true;
+            while let Some((dir, depth)) = stack.pop() {
+                let canon = CanonicalPath::assume_canonical(dir.clone());
+                if policy.decide(&canon, Access::Write).is_allow()
+                    || policy.decide(&canon, Access::Read).level() != Level::Read
+                {
+                    continue;
+                }
+                let Ok(read) = std::fs::read_dir(&dir) else {
+                    continue;
+                };
+                for entry in read.flatten() {
+                    let Some(left) = budget.checked_sub(1) else {
+                        fits = false;
+                        break;
+                    };
+                    budget = left;
+                    if depth < max_depth && entry.file_type().is_ok_and(|t| t.is_dir()) {
+                        stack.push((entry.path(), depth + 1));
+                    }
+                }
+                found.push(dir);
+            }
+            if fits {
+                for d in found {
+                    if !guarded.contains(&d) {
+                        guarded.push(d);
+                    }
+                }
+            }
+        }
+        // Parents first: a parent binds its entries back read-only, then a guarded child replaces its own.
+        guarded.sort_by_key(|d| depth(d));
         for dir in guarded {
             entries.retain(|e| e.path != dir);
             entries.push(PlannedMount {
@@ -661,7 +721,14 @@ impl MountPlan {
                 if entries.iter().any(|e| e.path == path) {
                     continue;
                 }
-                let is_dir = entry.file_type().is_ok_and(|t| t.is_dir());
+                let Ok(kind) = entry.file_type() else {
+                    continue;
+                };
+                // A bind follows a symlink: the link itself cannot be held (its target has its own rule).
+                if kind.is_symlink() {
+                    continue;
+                }
+                let is_dir = kind.is_dir();
                 let canon = CanonicalPath::assume_canonical(path.clone());
                 let op = match bind_level(policy, &canon, is_dir) {
                     // Inherits the directory's writable bind, and stays a plain entry that git can

@@ -285,3 +285,29 @@ both_users! {
         assert!(exists(&d.path("work/sub/ok.txt")), "the ordinary creation works: {}", out.stdout);
     }
 }
+
+both_users! {
+    /// Issue 15: a write glob is exact in both directions. `src/**/*.ts` creates a new matching file at any
+    /// depth, edits and renames matches, and refuses a `.js` file, a write to a non-matching file and a
+    /// new directory (which it does not match).
+    fn write_globs_create_exactly_their_matches(d) {
+        d.write("work/src/a/x.ts", "X\n").write("work/src/y.js", "Y\n");
+        d.write("policy.toml", "[profile.ts]\nextends = \"system\"\nfs.read = [\"${CWD}\"]\nfs.write = [\"${CWD}/src/**/*.ts\"]\n");
+        let policy = d.path("policy.toml");
+        let script = format!("{TRY}try new-ts 'echo n > src/new.ts'\ntry deep-ts 'echo n > src/a/new.ts'\ntry edit-ts 'echo e >> src/a/x.ts'\n\
+            try rename-ts 'mv src/a/x.ts src/a/w.ts && mv src/a/w.ts src/a/x.ts'\ntry new-js 'echo j > src/new.js'\n\
+            try edit-js 'echo e >> src/y.js'\ntry mkdir 'mkdir src/b'\ntry rename-to-js 'mv src/new.ts src/new.js'\n");
+        let out = d.stockade(["run", "--policy", policy.to_str().unwrap(), "--", "sh", "-c", &script]).run();
+        out.ok();
+        for allowed in ["new-ts", "deep-ts", "edit-ts", "rename-ts"] {
+            assert!(out.stdout.contains(&format!("ESCAPED {allowed}")), "{allowed} should work:\n{}", out.stdout);
+        }
+        for refused in ["new-js", "edit-js", "mkdir", "rename-to-js"] {
+            assert!(out.stdout.contains(&format!("held {refused}")), "{refused} should be refused:\n{}", out.stdout);
+        }
+        assert_eq!(d.read("work/src/new.ts").as_deref(), Some("n\n"));
+        assert_eq!(d.read("work/src/a/x.ts").as_deref(), Some("X\ne\n"));
+        assert_eq!(d.read("work/src/y.js").as_deref(), Some("Y\n"));
+        assert!(!exists(&d.path("work/src/new.js")) && !exists(&d.path("work/src/b")));
+    }
+}
