@@ -674,11 +674,9 @@ impl MountPlan {
             let mut fits = true;
             while let Some((dir, depth)) = stack.pop() {
                 let canon = CanonicalPath::assume_canonical(dir.clone());
-                if policy.decide(&canon, Access::Write).is_allow()
-                    || policy.decide(&canon, Access::Read).level() != Level::Read
-                {
-                    continue;
-                }
+                // A writable directory needs no guard, but a read one may lie beneath it.
+                let guard = !policy.decide(&canon, Access::Write).is_allow()
+                    && policy.decide(&canon, Access::Read).level() == Level::Read;
                 let Ok(read) = std::fs::read_dir(&dir) else {
                     continue;
                 };
@@ -692,7 +690,9 @@ impl MountPlan {
                         stack.push((entry.path(), depth + 1));
                     }
                 }
-                found.push(dir);
+                if guard {
+                    found.push(dir);
+                }
             }
             if fits {
                 for d in found {
