@@ -167,6 +167,7 @@ fn mediator_main(sock: RawFd, config: &MediatorConfig, report_w: RawFd) -> std::
     let _ = sys::notif_sync_wake_up(listener.as_raw_fd());
     let mut m = Mediator {
         config,
+        umasks: std::collections::HashMap::new(),
         workers: Workers::default(),
         findings: Findings::default(),
         proc,
@@ -232,6 +233,12 @@ const CALLS: &[&str] = &[
 
 struct Mediator<'a> {
     config: &'a MediatorConfig,
+    /// Each thread's umask, read once from `/proc/<tid>/status` (the costliest read of a mediated
+    /// creation). Every `umask` call in the sandbox stops at the filter and empties it; a thread started
+    /// since inherits its parent's umask and is read anew. (A thread id reused after the kernel's pid
+    /// space wrapped, 4 million threads later, could meet an old entry: the cache is also emptied every
+    /// 4,096 threads.)
+    umasks: std::collections::HashMap<i32, u32>,
     /// Threads that make the calls that may wait (`connect`, `bind`) and answer for them.
     workers: Workers,
     findings: Findings,
@@ -318,6 +325,10 @@ impl Mediator<'_> {
             listener,
         };
         self.findings.mediated += 1;
+        if n.data.nr as libc::c_long == libc::SYS_umask {
+            self.umasks.clear();
+            return Answer::Continue;
+        }
         // Creations where no name-based rule applies proceed in the kernel: Landlock lets the caller create
         // any name there and nowhere else, so whatever the path says by the time the kernel reads it
         // again, the kernel's answer is the policy's. The path is only read to pick this road.
@@ -520,7 +531,7 @@ impl Mediator<'_> {
             (flags, &r.name)
         };
         // The final symlink, if any, was followed above: never follow one planted since.
-        let umask = call.umask(self.proc_fd());
+        let umask = self.umask_of(call);
         let old = sys::umask(umask);
         let opened = sys::openat(
             r.dir.as_raw_fd(),
@@ -548,7 +559,7 @@ impl Mediator<'_> {
         if !r.is_dot && !r.magic {
             self.check(name, &r.path, Access::Write)?;
         }
-        let umask = call.umask(self.proc_fd());
+        let umask = self.umask_of(call);
         let old = sys::umask(umask);
         let made = match dev {
             None => sys::mkdir_at(r.dir.as_raw_fd(), &r.name, mode),
@@ -755,7 +766,7 @@ impl Mediator<'_> {
         }
         self.check("bind", &r.path, Access::Write)?;
         let sock = call.socket(sockfd)?;
-        let umask = call.umask(self.proc_fd());
+        let umask = self.umask_of(call);
         let (listener, id) = (call.listener, call.id);
         // Bound from the directory checked (a worker's working directory is its own). The socket's own
         // name is the last component only.
@@ -771,8 +782,17 @@ impl Mediator<'_> {
         Err(PENDING)
     }
 
-    fn proc_fd(&self) -> RawFd {
-        self.proc.as_raw_fd()
+    /// The caller's umask (see [`Mediator::umasks`]).
+    fn umask_of(&mut self, call: &Call) -> u32 {
+        if let Some(umask) = self.umasks.get(&call.pid) {
+            return *umask;
+        }
+        if self.umasks.len() >= 4096 {
+            self.umasks.clear();
+        }
+        let umask = call.umask(self.proc.as_raw_fd());
+        self.umasks.insert(call.pid, umask);
+        umask
     }
 
     /// The path of an open descriptor as this thread (rooted in the sandbox) sees it; `None` for pipes,

@@ -9,7 +9,7 @@
 //!   and every foreign system call ABI (x32, i386), which would bypass the numbers below.
 //! - **Handed to the supervisor** (`SECCOMP_RET_USER_NOTIF`, see `mediate.rs`): everything that gives a
 //!   name to a new file (`open`/`openat` with `O_CREAT`, `creat`, `mkdir`, `mknod`, `rename`, `link`,
-//!   `symlink` and their `*at` forms), every `connect` and every `bind` (a Unix socket's name is a file). Landlock grants by directory, so it cannot say
+//!   `symlink` and their `*at` forms), every `connect` and every `bind` (a Unix socket's name is a file); and `umask`, which only tells the supervisor that its record of umasks is stale. Landlock grants by directory, so it cannot say
 //!   "`src/new.ts` but not `src/new.js`", nor "anything but `.mcp.json`", and it has no right for
 //!   connecting to a pathname socket. The supervisor checks the policy and performs the call itself.
 //! - Everything else is allowed, and still confined by Landlock and the mount namespace.
@@ -98,6 +98,7 @@ pub(crate) const MEDIATED: &[libc::c_long] = &[
     libc::SYS_symlinkat,
     libc::SYS_connect,
     libc::SYS_bind,
+    libc::SYS_umask,
 ];
 #[cfg(target_arch = "aarch64")]
 pub(crate) const MEDIATED: &[libc::c_long] = &[
@@ -109,6 +110,7 @@ pub(crate) const MEDIATED: &[libc::c_long] = &[
     libc::SYS_symlinkat,
     libc::SYS_connect,
     libc::SYS_bind,
+    libc::SYS_umask,
 ];
 
 /// The filter, as BPF instructions.

@@ -311,3 +311,14 @@ both_users! {
         assert!(!exists(&d.path("work/src/new.js")) && !exists(&d.path("work/src/b")));
     }
 }
+
+both_users! {
+    /// A file the mediator creates (in the project root, where names matter) gets the mode the program's
+    /// umask gives it, as one the kernel creates does (in `sub/`), also after the umask changes.
+    fn mediated_creations_keep_the_programs_umask(d) {
+        d.mkdir("work/sub");
+        let out = d.sh(&[], "umask 077; echo > a; echo > sub/a; mkdir da; umask 022; echo > b; echo > sub/b; \
+                             stat -c '%n %a' a sub/a da b sub/b");
+        out.ok().stdout_has("a 600\nsub/a 600\nda 700\nb 644\nsub/b 644\n");
+    }
+}
