@@ -177,7 +177,8 @@ fn mediator_main(sock: RawFd, config: &MediatorConfig, report_w: RawFd) -> std::
 }
 
 impl Findings {
-    /// One line per refusal (`call`, access, path, tab-separated), then `end <mediated> <refused>`.
+    /// One line per refusal (`call`, access, path in hex, tab-separated), then `end <mediated> <refused>`.
+    /// The path is the program's to choose (a newline in a name must not end the report early).
     fn to_bytes(&self) -> Vec<u8> {
         let mut out = Vec::new();
         for r in &self.refusals {
@@ -185,7 +186,9 @@ impl Findings {
             out.push(b'\t');
             out.extend_from_slice(r.access.to_string().as_bytes());
             out.push(b'\t');
-            out.extend_from_slice(r.path.as_os_str().as_bytes());
+            for b in r.path.as_os_str().as_bytes() {
+                out.extend_from_slice(format!("{b:02x}").as_bytes());
+            }
             out.push(b'\n');
         }
         out.extend_from_slice(format!("end {} {}\n", self.mediated, self.refused).as_bytes());
@@ -214,7 +217,7 @@ impl Findings {
                     .find(|c| c.as_bytes() == call)
                     .copied()
                     .unwrap_or("?"),
-                path: PathBuf::from(OsStr::from_bytes(path)),
+                path: PathBuf::from(OsStr::from_bytes(&unhex(path)?)),
                 access: if access == b"read" {
                     Access::Read
                 } else {
@@ -224,6 +227,13 @@ impl Findings {
         }
         None
     }
+}
+
+/// Reads the hex of [`Findings::to_bytes`].
+fn unhex(text: &[u8]) -> Option<Vec<u8>> {
+    text.chunks(2)
+        .map(|pair| u8::from_str_radix(std::str::from_utf8(pair).ok()?, 16).ok())
+        .collect()
 }
 
 /// The names a refusal can carry.
@@ -1081,4 +1091,36 @@ fn cstr(bytes: &[u8]) -> CString {
     // readlink; should one appear, the name is cut there, which can only name less.
     let end = bytes.iter().position(|b| *b == 0).unwrap_or(bytes.len());
     CString::new(&bytes[..end]).unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{Findings, Refusal};
+    use std::path::PathBuf;
+    use stockade_policy::Access;
+
+    /// A name the program chose, newline and forged trailer included, comes back whole and ends nothing.
+    #[test]
+    fn the_report_survives_any_name() {
+        let findings = Findings {
+            refusals: vec![
+                Refusal {
+                    call: "open",
+                    path: PathBuf::from("/p/x\nend 0 0\n"),
+                    access: Access::Write,
+                },
+                Refusal {
+                    call: "bind",
+                    path: PathBuf::from("/p/.mcp.json"),
+                    access: Access::Write,
+                },
+            ],
+            refused: 2,
+            mediated: 9,
+        };
+        assert_eq!(Findings::parse(&findings.to_bytes()), Some(findings.clone()));
+        // A report cut short (the mediator died) is no report.
+        let bytes = findings.to_bytes();
+        assert_eq!(Findings::parse(&bytes[..bytes.len() - 4]), None);
+    }
 }
