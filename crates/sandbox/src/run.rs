@@ -32,9 +32,7 @@ pub(crate) fn landlock_abi() -> i32 {
 /// of the host's `/tmp`, where this way `/tmp` is a single stub (and still refuses with a permission error).
 pub fn new_temp_dir_path() -> PathBuf {
     let mut random = [0u8; 8];
-    if let Ok(mut f) = std::fs::File::open("/dev/urandom") {
-        let _ = std::io::Read::read_exact(&mut f, &mut random);
-    }
+    sys::fill_random(&mut random);
     let nanos = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.subsec_nanos())

@@ -393,6 +393,13 @@ pub(crate) fn set_nonblocking(fd: RawFd) -> io::Result<()> {
     check(unsafe { libc::fcntl(fd, libc::F_SETFL, flags | libc::O_NONBLOCK) }).map(drop)
 }
 
+/// Fills `buf` from the kernel's random pool (`getrandom`, one system call where opening `/dev/urandom`
+/// took four); left as it is if the call fails (the caller mixes in the time).
+pub(crate) fn fill_random(buf: &mut [u8]) {
+    // SAFETY: a writable buffer of the given length.
+    let _ = unsafe { libc::getrandom(buf.as_mut_ptr().cast(), buf.len(), 0) };
+}
+
 /// Whether `fd`'s open file description is non-blocking.
 pub(crate) fn is_nonblocking(fd: RawFd) -> bool {
     // SAFETY: integer arguments.
