@@ -115,7 +115,10 @@ pub(crate) fn run(args: RunArgs, json: bool, audit: &AuditLog) -> anyhow::Result
         Err(e) => return refuse(e),
     };
     // The mediator's refusals, each with the rule that decided it, as the hook and the file tools log theirs.
-    for r in &outcome.refusals {
+    // The first few are also said on stderr (not under --json, whose outcome lists them): the program only
+    // saw EACCES, and whoever reads its output (an agent, through the hook's sandboxed Bash) learns why.
+    const SHOWN: usize = 3;
+    for (i, r) in outcome.refusals.iter().enumerate() {
         let canonical = stockade_policy::CanonicalPath::assume_canonical(r.path.clone());
         let explained = policy.explain(&canonical, r.access);
         let mut record = AuditRecord::new(
@@ -138,13 +141,16 @@ pub(crate) fn run(args: RunArgs, json: bool, audit: &AuditLog) -> anyhow::Result
         if let Some(rule) = explained.deciding_rule {
             record = record.rule(rule);
         }
+        if !json && i < SHOWN {
+            output::message(&record.reason);
+        }
         if let Err(err) = audit.append(&record) {
             output::message(&err.to_string());
         }
     }
-    if outcome.refused_calls > outcome.refusals.len() as u64 {
+    if !json && outcome.refused_calls > SHOWN as u64 {
         output::message(&format!(
-            "the mediator refused {} calls; the first {} are in the audit log",
+            "refused {} calls in all; `stockade audit --layer kernel` lists them (the first {})",
             outcome.refused_calls,
             outcome.refusals.len()
         ));

@@ -1118,7 +1118,10 @@ mod tests {
             refused: 2,
             mediated: 9,
         };
-        assert_eq!(Findings::parse(&findings.to_bytes()), Some(findings.clone()));
+        assert_eq!(
+            Findings::parse(&findings.to_bytes()),
+            Some(findings.clone())
+        );
         // A report cut short (the mediator died) is no report.
         let bytes = findings.to_bytes();
         assert_eq!(Findings::parse(&bytes[..bytes.len() - 4]), None);

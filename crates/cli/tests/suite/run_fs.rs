@@ -110,6 +110,9 @@ both_users! {
             assert!(!exists(&d.path(&format!("work/{planted}"))), "{planted} exists");
         }
         assert_eq!(d.read("work/.husky/pre-commit").as_deref(), Some("ok\n"));
+        // Without --json the first refusals are said on stderr, with the rule and the fix.
+        let plain = d.sh(&[], "echo {} > .mcp.json");
+        plain.stderr_has("open of '").stderr_has(".mcp.json' refused by the mediator").stderr_has("fs.read-only = \".mcp.json\"");
         // The mediator's refusals reach the run's outcome, naming the call and the path.
         assert!(out.stdout.contains("\"refused_calls\":"), "{}", out.stdout);
         assert!(out.stdout.contains(&format!("{}/.mcp.json", d.work().display())), "{}", out.stdout);
