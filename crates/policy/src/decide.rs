@@ -189,7 +189,13 @@ impl ResolvedPolicy {
         if !any_glob {
             return (level, rule, cause);
         }
-        let candidate = Candidate::new(path);
+        // Only compiled globs need a candidate (one-name globs are matched on the path itself): making
+        // one costs a basename search, whose first use detects CPU features, on every decision.
+        let candidate = self
+            .globs
+            .iter()
+            .any(|g| !g.ids.is_empty())
+            .then(|| Candidate::new(path));
         // Step 2: glob grants raise.
         if kind != Some(ScopeKind::Deny) {
             let ceiling = if kind == Some(ScopeKind::ReadOnly) {
@@ -199,15 +205,15 @@ impl ResolvedPolicy {
             };
             if level < Level::Write
                 && ceiling == Level::Write
-                && let Some(id) = self.first_match(WRITE_GRANTS, path, &candidate)
+                && let Some(id) = self.first_match(WRITE_GRANTS, path, candidate.as_ref())
             {
                 level = Level::Write;
                 rule = Some(id);
             }
             if level < Level::Read
                 && let Some(id) = self
-                    .first_match(READ_GRANTS, path, &candidate)
-                    .or_else(|| self.first_match(WRITE_GRANTS, path, &candidate))
+                    .first_match(READ_GRANTS, path, candidate.as_ref())
+                    .or_else(|| self.first_match(WRITE_GRANTS, path, candidate.as_ref()))
             {
                 level = Level::Read;
                 rule = Some(id);
@@ -215,14 +221,14 @@ impl ResolvedPolicy {
         }
         // Step 3: glob caps lower.
         if level > Level::None
-            && let Some(id) = self.first_match(DENY_CAPS, path, &candidate)
+            && let Some(id) = self.first_match(DENY_CAPS, path, candidate.as_ref())
         {
             level = Level::None;
             rule = Some(id);
             cause = DenyCause::Denied;
         }
         if level == Level::Write
-            && let Some(id) = self.first_match(READ_ONLY_CAPS, path, &candidate)
+            && let Some(id) = self.first_match(READ_ONLY_CAPS, path, candidate.as_ref())
         {
             level = Level::Read;
             rule = Some(id);
@@ -231,21 +237,27 @@ impl ResolvedPolicy {
     }
 
     /// The first rule (in the policy's order) of a glob group matching the path.
-    fn first_match(&self, group: usize, path: &Path, candidate: &Candidate<'_>) -> Option<RuleId> {
+    fn first_match(
+        &self,
+        group: usize,
+        path: &Path,
+        candidate: Option<&Candidate<'_>>,
+    ) -> Option<RuleId> {
         let group = self.globs.get(group)?;
         let one_name = group
             .one_name
             .iter()
             .find(|(_, g)| g.is_match(path))
             .map(|(id, _)| *id);
-        let full = if group.ids.is_empty() || !group.set.is_match_candidate(candidate) {
-            None
-        } else {
-            group
-                .set
-                .matches_candidate(candidate)
-                .first()
-                .and_then(|first| group.ids.get(*first).copied())
+        let full = match candidate {
+            Some(candidate) if !group.ids.is_empty() && group.set.is_match_candidate(candidate) => {
+                group
+                    .set
+                    .matches_candidate(candidate)
+                    .first()
+                    .and_then(|first| group.ids.get(*first).copied())
+            }
+            _ => None,
         };
         match (one_name, full) {
             (Some(a), Some(b)) => Some(if a.0 < b.0 { a } else { b }),
