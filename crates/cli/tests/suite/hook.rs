@@ -631,6 +631,12 @@ try other-agent 'ls ../../a10/worktree'
 try other-prefix 'cat ../../a10/worktree/README.md'
 try tmp 'echo x > /tmp/stockade-escape'
 try hooks 'echo x > ../../../../.git/hooks/pre-commit'
+echo again >> mine.txt && git stash -q && git stash pop -q && git checkout -qb a1-topic && echo stashed-and-branched
+GD=$(sed -n 's/^gitdir: //p' .git)
+try commondir 'echo /tmp > "$GD/commondir"'
+try config-worktree 'echo "[core] fsmonitor = evil" > "$GD/config.worktree"'
+try main-config 'echo "[core] fsmonitor = evil" >> ../../../../.git/config'
+try mcp 'echo {} > .mcp.json'
 "#;
     let out = d
         .stockade([
@@ -650,6 +656,11 @@ try hooks 'echo x > ../../../../.git/hooks/pre-commit'
         ])
         .run();
     out.ok()
+        .stdout_has("stashed-and-branched")
+        .stdout_lacks("ESCAPED commondir")
+        .stdout_lacks("ESCAPED config-worktree")
+        .stdout_lacks("ESCAPED main-config")
+        .stdout_lacks("ESCAPED mcp")
         .stdout_lacks("ESCAPED hooks")
         .stdout_lacks("ESCAPED main-write")
         .stdout_lacks("ESCAPED main-read");
