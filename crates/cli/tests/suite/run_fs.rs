@@ -325,3 +325,52 @@ both_users! {
         out.ok().stdout_has("a 600\nsub/a 600\nda 700\nb 644\nsub/b 644\n");
     }
 }
+
+/// Other ways to give a file a protected name: an anonymous `O_TMPFILE` linked in through `/proc/self/fd`
+/// (or with `AT_EMPTY_PATH`), a directory renamed onto a protected directory name, and a FIFO.
+const OTHER_NAMINGS: &str = r#"
+import ctypes, os
+libc = ctypes.CDLL(None, use_errno=True)
+def attempt(name, f):
+    try:
+        f()
+        print("made", name)
+    except OSError as e:
+        print("refused", name, e.strerror)
+def tmpfile_proc():
+    fd = os.open(".", os.O_TMPFILE | os.O_WRONLY, 0o644)
+    os.write(fd, b"{}")
+    # AT_SYMLINK_FOLLOW: the magic link leads to the anonymous file itself.
+    if libc.linkat(-100, f"/proc/self/fd/{fd}".encode(), -100, b".mcp.json", 0x400) != 0:
+        raise OSError(ctypes.get_errno(), os.strerror(ctypes.get_errno()))
+def tmpfile_empty_path():
+    fd = os.open(".", os.O_TMPFILE | os.O_WRONLY, 0o644)
+    if libc.linkat(fd, b"", -100, b".envrc", 0x1000) != 0:
+        raise OSError(ctypes.get_errno(), os.strerror(ctypes.get_errno()))
+def dir_onto():
+    os.mkdir("sub/vs")
+    os.rename("sub/vs", ".vscode")
+attempt("tmpfile-proc", tmpfile_proc)
+attempt("tmpfile-empty-path", tmpfile_empty_path)
+attempt("dir-onto", dir_onto)
+attempt("fifo", lambda: os.mkfifo(".idea"))
+"#;
+
+both_users! {
+    fn anonymous_files_and_renamed_directories_get_no_protected_name(d) {
+        d.mkdir("work/sub");
+        let control = d.path("control");
+        std::fs::create_dir_all(control.join("sub")).unwrap();
+        let out = std::process::Command::new("python3").args(["-c", OTHER_NAMINGS]).current_dir(&control).output().unwrap();
+        let unconfined = String::from_utf8_lossy(&out.stdout);
+        // linkat(AT_EMPTY_PATH) needs CAP_DAC_READ_SEARCH: only root's control makes it.
+        for name in ["tmpfile-proc", "dir-onto", "fifo"] {
+            assert!(unconfined.contains(&format!("made {name}")), "the control must make {name}:\n{unconfined}");
+        }
+        let out = d.stockade(["run", "--", "python3", "-c", OTHER_NAMINGS]).run();
+        out.ok().stdout_lacks("made");
+        for planted in [".mcp.json", ".envrc", ".vscode", ".idea"] {
+            assert!(!exists(&d.path(&format!("work/{planted}"))), "{planted} exists");
+        }
+    }
+}
