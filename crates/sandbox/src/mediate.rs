@@ -452,9 +452,14 @@ impl Mediator<'_> {
         if parts.iter().any(|c| *c == b"..") || parts.first().is_some_and(|c| *c == b"proc") {
             return false;
         }
-        let Some((_, parent)) = parts.split_last() else {
+        let Some((name, parent)) = parts.split_last() else {
             return false;
         };
+        // `> /dev/null` opens an existing device with O_CREAT: the kernel opens it under Landlock's rule
+        // for it, and cannot create anything there (no rule on `/dev` lets it).
+        if parent == [&b"dev"[..]] && DEVICES_OPENED_FOR_WRITING.contains(name) {
+            return true;
+        }
         let mut dir = PathBuf::from("/");
         for c in parent {
             dir.push(OsStr::from_bytes(c));
@@ -972,6 +977,9 @@ impl Workers {
         let _ = queue.send(Box::new(job));
     }
 }
+
+/// The standard devices a shell redirects output to (`/dev/null` above all).
+const DEVICES_OPENED_FOR_WRITING: &[&[u8]] = &[b"null", b"zero", b"full"];
 
 /// Not an errno: the answer is sent by another thread.
 pub(crate) const PENDING: i32 = -1;
