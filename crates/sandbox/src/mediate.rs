@@ -25,6 +25,11 @@
 //!   the open's own access for an existing file), the same decision `explain` shows. The run's private
 //!   areas (temp dir, `/tmp`, `/var/tmp`, `/dev/shm`, `/dev`) are writable whatever the policy says, as
 //!   they are for Landlock.
+//! - A creation in a writable tree where names matter takes a direct road when it can: `openat2` from
+//!   the tree's root, refusing any symlink, magic link or mount on the way, makes exactly the path as
+//!   written, so the policy's decision for the text is the decision for what is made. An `open` without
+//!   `O_EXCL` then proceeds in the kernel (the file now exists; handing a descriptor over with ADDFD would
+//!   cost a second round trip with the caller). Anything else takes the general road.
 //! - A `connect` is made on a thread of its own, which answers for it (a listener may be slow to
 //!   accept); a pathname socket is opened without following a final symlink, checked, and reached through
 //!   its descriptor, so the socket connected is the one checked.
@@ -83,6 +88,8 @@ pub(crate) struct MediatorConfig {
     pub private_net: bool,
     /// Where Landlock lets the program create names itself ([`crate::MountPlan::create_dirs`]).
     pub create_dirs: Vec<PathBuf>,
+    /// The writable trees of the run, which the mediator holds open for its direct road.
+    pub writable_roots: Vec<PathBuf>,
 }
 
 /// The mediator, a process of its own (forked from the supervisor, so single-threaded when it joins the
@@ -165,8 +172,23 @@ fn mediator_main(sock: RawFd, config: &MediatorConfig, report_w: RawFd) -> std::
     sys::set_fs_ids(uid, gid);
     sys::limit_effective_capabilities(&[CAP_SYS_PTRACE])?;
     let _ = sys::notif_sync_wake_up(listener.as_raw_fd());
+    let roots = config
+        .writable_roots
+        .iter()
+        .filter_map(|r| {
+            let fd = sys::openat(
+                libc::AT_FDCWD,
+                &cstr(r.as_os_str().as_bytes()),
+                libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC,
+                0,
+            )
+            .ok()?;
+            Some((r.clone(), fd))
+        })
+        .collect();
     let mut m = Mediator {
         config,
+        roots,
         umasks: std::collections::HashMap::new(),
         workers: Workers::default(),
         findings: Findings::default(),
@@ -243,6 +265,8 @@ const CALLS: &[&str] = &[
 
 struct Mediator<'a> {
     config: &'a MediatorConfig,
+    /// [`MediatorConfig::writable_roots`], open (inside the sandbox's mount namespace).
+    roots: Vec<(PathBuf, OwnedFd)>,
     /// Each thread's umask, read once from `/proc/<tid>/status` (the costliest read of a mediated
     /// creation). Every `umask` call in the sandbox stops at the filter and empties it; a thread started
     /// since inherits its parent's umask and is read anew. (A thread id reused after the kernel's pid
@@ -353,10 +377,31 @@ impl Mediator<'_> {
             libc::SYS_symlink => Some((libc::AT_FDCWD, a[1])),
             _ => None,
         };
-        if let Some((dirfd, path_ptr)) = created
-            && self.kernel_may_create(&call, dirfd, path_ptr)
-        {
-            return Answer::Continue;
+        if let Some((dirfd, path_ptr)) = created {
+            if self.kernel_may_create(&call, dirfd, path_ptr) {
+                return Answer::Continue;
+            }
+            let direct = match n.data.nr as libc::c_long {
+                libc::SYS_openat => Some(Direct::Open {
+                    flags: a[2] as i32,
+                    mode: a[3] as u32,
+                }),
+                #[cfg(target_arch = "x86_64")]
+                libc::SYS_open => Some(Direct::Open {
+                    flags: a[1] as i32,
+                    mode: a[2] as u32,
+                }),
+                libc::SYS_mkdirat => Some(Direct::Mkdir { mode: a[2] as u32 }),
+                #[cfg(target_arch = "x86_64")]
+                libc::SYS_mkdir => Some(Direct::Mkdir { mode: a[1] as u32 }),
+                _ => None,
+            };
+            if let Some(what) = direct
+                && let Ok(path) = call.read_path_unchecked(path_ptr)
+                && let Some(answer) = self.direct(&call, dirfd, &path, what)
+            {
+                return answer;
+            }
         }
         let r = match n.data.nr as libc::c_long {
             libc::SYS_openat => self.open(&call, fd_arg(a[0]), a[1], a[2] as i32, a[3] as u32),
@@ -428,6 +473,22 @@ impl Mediator<'_> {
         if self.config.create_dirs.is_empty() {
             return false;
         }
+        let Some((dir, name)) = self.as_written(call, dirfd, path) else {
+            return false;
+        };
+        // `> /dev/null` opens an existing device with O_CREAT: the kernel opens it under Landlock's rule
+        // for it, and cannot create anything there (no rule on `/dev` lets it).
+        if dir == Path::new("/dev") && DEVICES_OPENED_FOR_WRITING.contains(&name.as_slice()) {
+            return true;
+        }
+        self.config.create_dirs.iter().any(|d| dir.starts_with(d))
+    }
+
+    /// The directory and final name a path names as written (joined to the caller's working directory
+    /// or `dirfd`), with `.` and repeated `/` dropped; `None` for `..`, `/proc` and what cannot be read.
+    /// Nothing here is trusted: it only chooses a road, or is handed to `openat2` that refuses any
+    /// symlink on the way (see [`Mediator::direct`]).
+    fn as_written(&self, call: &Call, dirfd: i32, path: &[u8]) -> Option<(PathBuf, Vec<u8>)> {
         let mut full = if path.starts_with(b"/") {
             Vec::new()
         } else {
@@ -436,11 +497,11 @@ impl Mediator<'_> {
             } else if dirfd >= 0 {
                 format!("{}/fd/{dirfd}", call.pid)
             } else {
-                return false;
+                return None;
             };
             match sys::readlink_at(self.proc.as_raw_fd(), &cstr(link.as_bytes())) {
                 Ok(base) if base.starts_with(b"/") => base,
-                _ => return false,
+                _ => return None,
             }
         };
         full.push(b'/');
@@ -450,21 +511,97 @@ impl Mediator<'_> {
             .filter(|c| !c.is_empty() && *c != b".")
             .collect();
         if parts.iter().any(|c| *c == b"..") || parts.first().is_some_and(|c| *c == b"proc") {
-            return false;
+            return None;
         }
-        let Some((name, parent)) = parts.split_last() else {
-            return false;
-        };
-        // `> /dev/null` opens an existing device with O_CREAT: the kernel opens it under Landlock's rule
-        // for it, and cannot create anything there (no rule on `/dev` lets it).
-        if parent == [&b"dev"[..]] && DEVICES_OPENED_FOR_WRITING.contains(name) {
-            return true;
-        }
+        let (name, parent) = parts.split_last()?;
         let mut dir = PathBuf::from("/");
         for c in parent {
             dir.push(OsStr::from_bytes(c));
         }
-        self.config.create_dirs.iter().any(|d| dir.starts_with(d))
+        Some((dir, name.to_vec()))
+    }
+
+    /// The direct road for a creation beneath a writable root the mediator holds open: `openat2`
+    /// refusing symlinks, magic links and mount crossings opens exactly the path as written, so the
+    /// policy's decision for that path is the decision for what is made. `None` sends the call down the
+    /// general road (a symlink or a mount on the way, a refusal to explain, anything unusual).
+    fn direct(&mut self, call: &Call, dirfd: i32, path: &[u8], what: Direct) -> Option<Answer> {
+        let (dir, name) = self.as_written(call, dirfd, path)?;
+        if path.ends_with(b"/") || name.is_empty() {
+            return None;
+        }
+        let (root, root_fd) = self
+            .roots
+            .iter()
+            .filter(|(r, _)| dir.starts_with(r))
+            .max_by_key(|(r, _)| r.as_os_str().len())?;
+        let target = dir.join(OsStr::from_bytes(&name));
+        if !self.allows(&target, Access::Write) {
+            return None;
+        }
+        let rel = target.strip_prefix(root).ok()?;
+        let root_fd = root_fd.as_raw_fd();
+        let umask = self.umask_of(call);
+        // The path was read without checking the caller: check now, before acting on it.
+        call.still_valid().ok()?;
+        match what {
+            Direct::Open { flags, mode } => {
+                let rel = cstr(rel.as_os_str().as_bytes());
+                if flags & libc::O_EXCL == 0 {
+                    // Make the file (empty, as the open would), then let the caller's own open proceed
+                    // in the kernel: it finds the file there. Handing a descriptor over
+                    // (SECCOMP_IOCTL_NOTIF_ADDFD) would cost a second round trip with the caller. The
+                    // make is exclusive, so nothing that exists (a FIFO, a device) is opened here; what
+                    // exists is the caller's to open. A path rewritten meanwhile reaches only what
+                    // Landlock lets the caller open or create itself, as on the kernel's road.
+                    let old = sys::umask(umask);
+                    let made = sys::openat2_exact(
+                        root_fd,
+                        &rel,
+                        libc::O_WRONLY | libc::O_CREAT | libc::O_EXCL | libc::O_CLOEXEC,
+                        mode,
+                    );
+                    sys::umask(old);
+                    return match made {
+                        Ok(_) => Some(Answer::Continue),
+                        Err(e) if errno(&e) == libc::EEXIST => Some(Answer::Continue),
+                        Err(_) => None,
+                    };
+                }
+                let cloexec = flags & libc::O_CLOEXEC != 0;
+                let flags = flags | libc::O_CLOEXEC | libc::O_NOFOLLOW;
+                let old = sys::umask(umask);
+                let file = sys::openat2_exact(root_fd, &rel, flags, mode);
+                sys::umask(old);
+                Some(Answer::Fd {
+                    fd: file.ok()?,
+                    cloexec,
+                })
+            }
+            Direct::Mkdir { mode } => {
+                let parent = rel.parent().unwrap_or(Path::new(""));
+                let parent = if parent.as_os_str().is_empty() {
+                    Path::new(".")
+                } else {
+                    parent
+                };
+                let parent_fd = sys::openat2_exact(
+                    root_fd,
+                    &cstr(parent.as_os_str().as_bytes()),
+                    libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC,
+                    0,
+                )
+                .ok()?;
+                let old = sys::umask(umask);
+                let made = sys::mkdir_at(parent_fd.as_raw_fd(), &cstr(&name), mode);
+                sys::umask(old);
+                match made {
+                    Ok(()) => Some(Answer::Value(0)),
+                    Err(e) if errno(&e) == libc::EEXIST => Some(Answer::Errno(libc::EEXIST)),
+                    Err(_) => None,
+                }
+            }
+        }
     }
 
     fn refuse(&mut self, call: &'static str, path: &Path, access: Access) -> i32 {
@@ -976,6 +1113,13 @@ impl Workers {
         }
         let _ = queue.send(Box::new(job));
     }
+}
+
+/// What the direct road makes ([`Mediator::direct`]).
+#[derive(Debug, Clone, Copy)]
+enum Direct {
+    Open { flags: i32, mode: u32 },
+    Mkdir { mode: u32 },
 }
 
 /// The standard devices a shell redirects output to (`/dev/null` above all).

@@ -853,6 +853,43 @@ pub(crate) fn lstat_at(dir: RawFd, name: &CStr) -> io::Result<u32> {
     Ok(st.st_mode & libc::S_IFMT)
 }
 
+/// `openat2(dir, path, flags, mode)` refusing every symlink, magic link, mount crossing and escape from
+/// `dir`: what it opens lies exactly at `dir/path` as written.
+pub(crate) fn openat2_exact(
+    dir: RawFd,
+    path: &CStr,
+    flags: c_int,
+    mode: u32,
+) -> io::Result<std::os::fd::OwnedFd> {
+    use std::os::fd::FromRawFd;
+    // SAFETY: open_how is plain data.
+    let mut how: libc::open_how = unsafe { std::mem::zeroed() };
+    how.flags = flags as u64;
+    // openat2 refuses a mode without O_CREAT or O_TMPFILE.
+    how.mode = if flags & libc::O_CREAT != 0 {
+        u64::from(mode)
+    } else {
+        0
+    };
+    how.resolve = libc::RESOLVE_BENEATH
+        | libc::RESOLVE_NO_SYMLINKS
+        | libc::RESOLVE_NO_MAGICLINKS
+        | libc::RESOLVE_NO_XDEV;
+    // SAFETY: a NUL-terminated path and a valid open_how of the size passed.
+    let fd = unsafe {
+        libc::syscall(
+            libc::SYS_openat2,
+            dir,
+            path.as_ptr(),
+            &how as *const libc::open_how,
+            std::mem::size_of::<libc::open_how>(),
+        )
+    };
+    let fd = check_long(fd)?;
+    // SAFETY: the kernel returned a new descriptor we own.
+    Ok(unsafe { std::os::fd::OwnedFd::from_raw_fd(fd as RawFd) })
+}
+
 /// The file type (`S_IFMT` bits) of an open descriptor.
 pub(crate) fn fstat_kind(fd: RawFd) -> io::Result<u32> {
     // SAFETY: `st` is plain data filled by the kernel.

@@ -247,14 +247,15 @@ fn tmp_and_var_tmp_are_private_to_the_run() {
     assert!(!std::path::Path::new(&format!("/var/tmp/y-{marker}")).exists());
 }
 
-/// A thread rewrites the path between the mediator's look at it and the kernel's: `sub/ok.txt` (in a
-/// directory where the kernel creates names itself) and `.mcp.json` (in the project root, where only the
-/// mediator may). Landlock holds the root whatever the mediator saw, so `.mcp.json` is never made.
+/// A thread rewrites the path between the mediator's look at it and the kernel's: an ordinary name (in a
+/// directory where the kernel creates names itself, or in the root, which the mediator makes before
+/// letting the open proceed) and `.mcp.json` (in the project root, where only the mediator may create).
+/// Landlock holds the root whatever the mediator saw, so `.mcp.json` is never made.
 const PATH_SWAP_RACE: &str = r#"
-import ctypes, os, threading
+import ctypes, os, sys, threading
 libc = ctypes.CDLL(None, use_errno=True)
 buf = ctypes.create_string_buffer(64)
-ok, evil = b"sub/ok.txt\0", b".mcp.json\0\0"
+ok, evil = sys.argv[1].encode() + b"\0", b".mcp.json\0\0"
 stop = []
 def flip():
     while not stop:
@@ -280,12 +281,16 @@ both_users! {
         d.mkdir("work/sub");
         let control = d.path("control");
         std::fs::create_dir_all(control.join("sub")).unwrap();
-        let out = std::process::Command::new("python3").args(["-c", PATH_SWAP_RACE]).current_dir(&control).output().unwrap();
+        let out = std::process::Command::new("python3").args(["-c", PATH_SWAP_RACE, "sub/ok.txt"]).current_dir(&control).output().unwrap();
         assert!(String::from_utf8_lossy(&out.stdout).contains("mcp True"), "the control must create it");
-        let out = d.stockade(["run", "--", "python3", "-c", PATH_SWAP_RACE]).run();
-        out.ok().stdout_has("mcp False");
-        assert!(!exists(&d.path("work/.mcp.json")));
-        assert!(exists(&d.path("work/sub/ok.txt")), "the ordinary creation works: {}", out.stdout);
+        // `sub/ok.txt` takes the kernel's road; `ok.txt`, in the root where names matter, the mediator's
+        // (it makes the file, then lets the caller's open proceed).
+        for ok in ["sub/ok.txt", "ok.txt"] {
+            let out = d.stockade(["run", "--", "python3", "-c", PATH_SWAP_RACE, ok]).run();
+            out.ok().stdout_has("mcp False");
+            assert!(!exists(&d.path("work/.mcp.json")));
+            assert!(exists(&d.path(&format!("work/{ok}"))), "the ordinary creation works: {}", out.stdout);
+        }
     }
 }
 
