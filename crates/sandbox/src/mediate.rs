@@ -88,7 +88,8 @@ pub(crate) struct MediatorConfig {
     pub private_net: bool,
     /// Where Landlock lets the program create names itself ([`crate::MountPlan::create_dirs`]).
     pub create_dirs: Vec<PathBuf>,
-    /// The writable trees of the run, which the mediator holds open for its direct road.
+    /// The writable trees of the run ([`crate::MountPlan::writable_roots`]), which the mediator holds
+    /// open for its direct road.
     pub writable_roots: Vec<PathBuf>,
 }
 
@@ -377,8 +378,13 @@ impl Mediator<'_> {
             libc::SYS_symlink => Some((libc::AT_FDCWD, a[1])),
             _ => None,
         };
-        if let Some((dirfd, path_ptr)) = created {
-            if self.kernel_may_create(&call, dirfd, path_ptr) {
+        // The path is read once, without checking the caller: it only chooses the road, and each road
+        // that acts on it checks first or relies on Landlock.
+        if let Some((dirfd, path_ptr)) = created
+            && let Ok(path) = call.read_path_unchecked(path_ptr)
+            && let Some((dir, name)) = self.as_written(&call, dirfd, &path)
+        {
+            if self.kernel_may_create(&dir, &name) {
                 return Answer::Continue;
             }
             let direct = match n.data.nr as libc::c_long {
@@ -397,8 +403,8 @@ impl Mediator<'_> {
                 _ => None,
             };
             if let Some(what) = direct
-                && let Ok(path) = call.read_path_unchecked(path_ptr)
-                && let Some(answer) = self.direct(&call, dirfd, &path, what)
+                && !path.ends_with(b"/")
+                && let Some(answer) = self.direct(&call, &dir, &name, what)
             {
                 return answer;
             }
@@ -455,30 +461,12 @@ impl Mediator<'_> {
         }
     }
 
-    /// Whether the name the call creates lies, as written, in a directory where Landlock lets the caller
-    /// create names itself. Read from the path's text (with the caller's working directory or `dirfd`),
-    /// never trusted beyond choosing the road: `..`, `/proc` and anything unreadable take the mediated one.
-    fn kernel_may_create(&self, call: &Call, dirfd: i32, path_ptr: u64) -> bool {
-        if self.config.create_dirs.is_empty() {
-            return false;
-        }
-        let Ok(path) = call.read_path_unchecked(path_ptr) else {
-            return false;
-        };
-        self.kernel_may_create_at(call, dirfd, &path)
-    }
-
-    /// [`Mediator::kernel_may_create`] for a path already read.
-    fn kernel_may_create_at(&self, call: &Call, dirfd: i32, path: &[u8]) -> bool {
-        if self.config.create_dirs.is_empty() {
-            return false;
-        }
-        let Some((dir, name)) = self.as_written(call, dirfd, path) else {
-            return false;
-        };
+    /// Whether a name, as written ([`Mediator::as_written`]), lies in a directory where Landlock lets the
+    /// caller create names itself. Never trusted beyond choosing the road.
+    fn kernel_may_create(&self, dir: &Path, name: &[u8]) -> bool {
         // `> /dev/null` opens an existing device with O_CREAT: the kernel opens it under Landlock's rule
         // for it, and cannot create anything there (no rule on `/dev` lets it).
-        if dir == Path::new("/dev") && DEVICES_OPENED_FOR_WRITING.contains(&name.as_slice()) {
+        if dir == Path::new("/dev") && DEVICES_OPENED_FOR_WRITING.contains(&name) {
             return true;
         }
         self.config.create_dirs.iter().any(|d| dir.starts_with(d))
@@ -492,13 +480,7 @@ impl Mediator<'_> {
         let mut full = if path.starts_with(b"/") {
             Vec::new()
         } else {
-            let link = if dirfd == libc::AT_FDCWD {
-                format!("{}/cwd", call.pid)
-            } else if dirfd >= 0 {
-                format!("{}/fd/{dirfd}", call.pid)
-            } else {
-                return None;
-            };
+            let link = call.dir_link(dirfd)?;
             match sys::readlink_at(self.proc.as_raw_fd(), &cstr(link.as_bytes())) {
                 Ok(base) if base.starts_with(b"/") => base,
                 _ => return None,
@@ -525,17 +507,13 @@ impl Mediator<'_> {
     /// refusing symlinks, magic links and mount crossings opens exactly the path as written, so the
     /// policy's decision for that path is the decision for what is made. `None` sends the call down the
     /// general road (a symlink or a mount on the way, a refusal to explain, anything unusual).
-    fn direct(&mut self, call: &Call, dirfd: i32, path: &[u8], what: Direct) -> Option<Answer> {
-        let (dir, name) = self.as_written(call, dirfd, path)?;
-        if path.ends_with(b"/") || name.is_empty() {
-            return None;
-        }
+    fn direct(&mut self, call: &Call, dir: &Path, name: &[u8], what: Direct) -> Option<Answer> {
         let (root, root_fd) = self
             .roots
             .iter()
             .filter(|(r, _)| dir.starts_with(r))
             .max_by_key(|(r, _)| r.as_os_str().len())?;
-        let target = dir.join(OsStr::from_bytes(&name));
+        let target = dir.join(OsStr::from_bytes(name));
         if !self.allows(&target, Access::Write) {
             return None;
         }
@@ -593,7 +571,7 @@ impl Mediator<'_> {
                 )
                 .ok()?;
                 let old = sys::umask(umask);
-                let made = sys::mkdir_at(parent_fd.as_raw_fd(), &cstr(&name), mode);
+                let made = sys::mkdir_at(parent_fd.as_raw_fd(), &cstr(name), mode);
                 sys::umask(old);
                 match made {
                     Ok(()) => Some(Answer::Value(0)),
@@ -753,28 +731,40 @@ impl Mediator<'_> {
             // Linking a descriptor needs CAP_DAC_READ_SEARCH, which the program does not have.
             return Err(libc::ENOENT);
         }
+        let follow = flags & libc::AT_SYMLINK_FOLLOW != 0;
+        let (f, t) = self.both_ends(
+            call,
+            "link",
+            (from_dirfd, from_ptr, follow),
+            (to_dirfd, to_ptr),
+        )?;
+        sys::link_at(f.dir.as_raw_fd(), &f.name, t.dir.as_raw_fd(), &t.name)
+            .map_err(|e| errno(&e))?;
+        Ok(Answer::Value(0))
+    }
+
+    /// The two ends of a `link` or `rename`, resolved (the first following a final symlink when asked)
+    /// and checked: a new name for a file is a way to write it, so both ends must be writable.
+    fn both_ends(
+        &mut self,
+        call: &Call,
+        name: &'static str,
+        (from_dirfd, from_ptr, follow): (i32, u64, bool),
+        (to_dirfd, to_ptr): (i32, u64),
+    ) -> Result<(Resolved, Resolved), i32> {
         let from = call.read_path(from_ptr)?;
         let to = call.read_path(to_ptr)?;
-        let f = self.resolve(
-            call,
-            from_dirfd,
-            &from,
-            flags & libc::AT_SYMLINK_FOLLOW != 0,
-        )?;
+        let f = self.resolve(call, from_dirfd, &from, follow)?;
         let t = self.resolve(call, to_dirfd, &to, false)?;
         if f.magic || t.magic {
             return Err(libc::EXDEV);
         }
-        // A new name for a file is a way to write it: both ends must be writable.
-        if !f.is_dot {
-            self.check("link", &f.path, Access::Write)?;
+        for end in [&f, &t] {
+            if !end.is_dot {
+                self.check(name, &end.path, Access::Write)?;
+            }
         }
-        if !t.is_dot {
-            self.check("link", &t.path, Access::Write)?;
-        }
-        sys::link_at(f.dir.as_raw_fd(), &f.name, t.dir.as_raw_fd(), &t.name)
-            .map_err(|e| errno(&e))?;
-        Ok(Answer::Value(0))
+        Ok((f, t))
     }
 
     fn rename(
@@ -786,19 +776,12 @@ impl Mediator<'_> {
         to_ptr: u64,
         flags: u32,
     ) -> Result<Answer, i32> {
-        let from = call.read_path(from_ptr)?;
-        let to = call.read_path(to_ptr)?;
-        let f = self.resolve(call, from_dirfd, &from, false)?;
-        let t = self.resolve(call, to_dirfd, &to, false)?;
-        if f.magic || t.magic {
-            return Err(libc::EXDEV);
-        }
-        if !f.is_dot {
-            self.check("rename", &f.path, Access::Write)?;
-        }
-        if !t.is_dot {
-            self.check("rename", &t.path, Access::Write)?;
-        }
+        let (f, t) = self.both_ends(
+            call,
+            "rename",
+            (from_dirfd, from_ptr, false),
+            (to_dirfd, to_ptr),
+        )?;
         sys::rename_at(
             f.dir.as_raw_fd(),
             &f.name,
@@ -817,42 +800,24 @@ impl Mediator<'_> {
         addr_ptr: u64,
         len: usize,
     ) -> Result<Answer, i32> {
-        if len < std::mem::size_of::<libc::sa_family_t>() || len > 128 {
-            return Err(libc::EINVAL);
-        }
-        let mut addr = vec![0u8; len];
-        let got = sys::read_process_memory(call.pid, addr_ptr, &mut addr).map_err(|e| errno(&e))?;
-        if got != len {
-            return Err(libc::EFAULT);
-        }
-        let family = u16::from_ne_bytes([addr[0], addr[1]]) as i32;
+        let (family, addr) = call.socket_address(addr_ptr, len)?;
         let sock = call.socket(sockfd)?;
         if family != libc::AF_UNIX {
             // Another family reaches only what the network namespace holds (the socket's own, whichever
             // process connects it); the connect may take long, so it is made on its own thread.
-            if sys::is_nonblocking(sock.as_raw_fd()) {
-                // Returns at once (EINPROGRESS at worst): no need for a worker.
-                sys::connect_raw(sock.as_raw_fd(), &addr).map_err(|e| errno(&e))?;
-                return Ok(Answer::Value(0));
-            }
-            let (listener, id) = (call.listener, call.id);
-            self.workers.run(move || {
-                let r = sys::connect_raw(sock.as_raw_fd(), &addr).map_err(|e| errno(&e));
-                let _ = sys::notif_send(listener, id, r.map(|()| 0));
+            let nonblocking = sys::is_nonblocking(sock.as_raw_fd());
+            return self.socket_call(call, nonblocking, move || {
+                sys::connect_raw(sock.as_raw_fd(), &addr)
             });
-            return Err(PENDING);
         }
-        let path = &addr[2..];
-        if path.first().is_none_or(|b| *b == 0) {
+        let Some(path) = unix_path(&addr) else {
             // Abstract or unnamed: the run's own when it has its own network namespace.
             if !self.config.private_net {
                 return Err(self.refuse("connect", Path::new("@abstract"), Access::Write));
             }
             sys::connect_raw(sock.as_raw_fd(), &addr).map_err(|e| errno(&e))?;
             return Ok(Answer::Value(0));
-        }
-        let end = path.iter().position(|b| *b == 0).unwrap_or(path.len());
-        let path = &path[..end];
+        };
         let r = self.resolve(call, libc::AT_FDCWD, path, true)?;
         if r.magic || r.is_dot {
             return Err(libc::ECONNREFUSED);
@@ -872,21 +837,32 @@ impl Mediator<'_> {
         if sys::fstat_kind(file.as_raw_fd()).map_err(|e| errno(&e))? != libc::S_IFSOCK {
             return Err(libc::ECONNREFUSED);
         }
-        // A connect may wait for a busy listener: a worker makes it, from the host's `/proc` (this
-        // process's descriptors are there), and answers for it.
+        // Made from the host's `/proc` (this process's descriptors are there), which is the mediator's
+        // working directory; a worker's is its own, so it goes there first.
         let proc = self.proc.as_raw_fd();
-        if sys::is_nonblocking(sock.as_raw_fd()) {
-            // Returns at once: made here, from this thread's working directory, the host's `/proc`.
+        let nonblocking = sys::is_nonblocking(sock.as_raw_fd());
+        self.socket_call(call, nonblocking, move || {
             let name = format!("thread-self/fd/{}", file.as_raw_fd());
-            sys::connect_unix_relative(sock.as_raw_fd(), name.as_bytes()).map_err(|e| errno(&e))?;
+            sys::fchdir(proc)?;
+            sys::connect_unix_relative(sock.as_raw_fd(), name.as_bytes())
+        })
+    }
+
+    /// Makes a socket call for the caller: at once when it cannot wait (a non-blocking socket), else on a
+    /// worker, which answers for it (a listener may be slow to accept).
+    fn socket_call(
+        &mut self,
+        call: &Call,
+        at_once: bool,
+        make: impl FnOnce() -> std::io::Result<()> + Send + 'static,
+    ) -> Result<Answer, i32> {
+        if at_once {
+            make().map_err(|e| errno(&e))?;
             return Ok(Answer::Value(0));
         }
         let (listener, id) = (call.listener, call.id);
         self.workers.run(move || {
-            let name = format!("thread-self/fd/{}", file.as_raw_fd());
-            let r = sys::fchdir(proc)
-                .and_then(|()| sys::connect_unix_relative(sock.as_raw_fd(), name.as_bytes()))
-                .map_err(|e| errno(&e));
+            let r = make().map_err(|e| errno(&e));
             let _ = sys::notif_send(listener, id, r.map(|()| 0));
         });
         Err(PENDING)
@@ -895,21 +871,18 @@ impl Mediator<'_> {
     /// `bind` gives a Unix socket a name in the filesystem: a creation like any other. Other families,
     /// abstract names, and names where the kernel may create any name proceed in the kernel.
     fn bind(&mut self, call: &Call, sockfd: i32, addr_ptr: u64, len: usize) -> Result<Answer, i32> {
-        if len < std::mem::size_of::<libc::sa_family_t>() + 1 || len > 128 {
-            return Ok(Answer::Continue);
-        }
-        let mut addr = vec![0u8; len];
-        let got = sys::read_process_memory(call.pid, addr_ptr, &mut addr).map_err(|e| errno(&e))?;
-        let family = i32::from(u16::from_ne_bytes([addr[0], addr[1]]));
         // Whatever the caller makes of the address later, the kernel binds as the caller, under Landlock,
         // which withholds the right to make a socket wherever a name matters.
-        if got != len || family != libc::AF_UNIX || addr[2] == 0 {
+        let Ok((libc::AF_UNIX, addr)) = call.socket_address(addr_ptr, len) else {
             return Ok(Answer::Continue);
-        }
-        let path = &addr[2..];
-        let end = path.iter().position(|b| *b == 0).unwrap_or(path.len());
-        let path = path[..end].to_vec();
-        if self.kernel_may_create_at(call, libc::AT_FDCWD, &path) {
+        };
+        let Some(path) = unix_path(&addr) else {
+            return Ok(Answer::Continue);
+        };
+        let path = path.to_vec();
+        if let Some((dir, name)) = self.as_written(call, libc::AT_FDCWD, &path)
+            && self.kernel_may_create(&dir, &name)
+        {
             return Ok(Answer::Continue);
         }
         let r = self.resolve(call, libc::AT_FDCWD, &path, false)?;
@@ -919,19 +892,13 @@ impl Mediator<'_> {
         self.check("bind", &r.path, Access::Write)?;
         let sock = call.socket(sockfd)?;
         let umask = self.umask_of(call);
-        let (listener, id) = (call.listener, call.id);
-        // Bound from the directory checked (a worker's working directory is its own). The socket's own
-        // name is the last component only.
-        self.workers.run(move || {
-            let r = sys::fchdir(r.dir.as_raw_fd())
-                .and_then(|()| {
-                    sys::umask(umask);
-                    sys::bind_unix_relative(sock.as_raw_fd(), r.name.as_bytes())
-                })
-                .map_err(|e| errno(&e));
-            let _ = sys::notif_send(listener, id, r.map(|()| 0));
-        });
-        Err(PENDING)
+        // Bound from the directory checked, on a worker (its working directory and umask are its own).
+        // The socket's own name is the last component only.
+        self.socket_call(call, false, move || {
+            sys::fchdir(r.dir.as_raw_fd())?;
+            sys::umask(umask);
+            sys::bind_unix_relative(sock.as_raw_fd(), r.name.as_bytes())
+        })
     }
 
     /// The caller's umask (see [`Mediator::umasks`]).
@@ -1115,6 +1082,13 @@ impl Workers {
     }
 }
 
+/// The path of a Unix socket address (up to its first NUL); `None` for an abstract or unnamed one.
+fn unix_path(addr: &[u8]) -> Option<&[u8]> {
+    let path = addr.get(2..)?;
+    let end = path.iter().position(|b| *b == 0).unwrap_or(path.len());
+    path.get(..end).filter(|p| !p.is_empty())
+}
+
 /// What the direct road makes ([`Mediator::direct`]).
 #[derive(Debug, Clone, Copy)]
 enum Direct {
@@ -1180,13 +1154,7 @@ impl Call {
 
     /// The caller's directory for `dirfd` (its working directory for `AT_FDCWD`).
     fn dir(&self, proc: RawFd, dirfd: i32) -> Result<OwnedFd, i32> {
-        let name = if dirfd == libc::AT_FDCWD {
-            format!("{}/cwd", self.pid)
-        } else if dirfd >= 0 {
-            format!("{}/fd/{dirfd}", self.pid)
-        } else {
-            return Err(libc::EBADF);
-        };
+        let name = self.dir_link(dirfd).ok_or(libc::EBADF)?;
         let dir = sys::openat(
             proc,
             &cstr(name.as_bytes()),
@@ -1199,6 +1167,29 @@ impl Call {
         })?;
         self.still_valid()?;
         Ok(dir)
+    }
+
+    /// The caller's directory for `dirfd` as a link in `/proc` (`<pid>/cwd` for `AT_FDCWD`); `None` for
+    /// a negative descriptor.
+    fn dir_link(&self, dirfd: i32) -> Option<String> {
+        if dirfd == libc::AT_FDCWD {
+            Some(format!("{}/cwd", self.pid))
+        } else {
+            (dirfd >= 0).then(|| format!("{}/fd/{dirfd}", self.pid))
+        }
+    }
+
+    /// A socket address from the caller's memory, and its family.
+    fn socket_address(&self, addr: u64, len: usize) -> Result<(i32, Vec<u8>), i32> {
+        if len < std::mem::size_of::<libc::sa_family_t>() || len > 128 {
+            return Err(libc::EINVAL);
+        }
+        let mut bytes = vec![0u8; len];
+        let got = sys::read_process_memory(self.pid, addr, &mut bytes).map_err(|e| errno(&e))?;
+        if got != len {
+            return Err(libc::EFAULT);
+        }
+        Ok((i32::from(u16::from_ne_bytes([bytes[0], bytes[1]])), bytes))
     }
 
     /// A duplicate of the caller's socket `fd`.

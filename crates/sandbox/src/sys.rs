@@ -482,8 +482,8 @@ pub(crate) fn clear_capabilities() -> io::Result<()> {
     .map(drop)
 }
 
-/// Whether this thread has any capability in its effective set.
-pub(crate) fn has_effective_capabilities() -> io::Result<bool> {
+/// This thread's capability sets (`capget`). Allocates nothing.
+fn capabilities() -> io::Result<[CapData; 2]> {
     let header = CapHeader {
         version: LINUX_CAPABILITY_VERSION_3,
         pid: 0,
@@ -501,7 +501,14 @@ pub(crate) fn has_effective_capabilities() -> io::Result<bool> {
             data.as_mut_ptr(),
         )
     })?;
-    Ok(data.iter().any(|d| d.effective != 0 || d.permitted != 0))
+    Ok(data)
+}
+
+/// Whether this thread has any capability in its effective set.
+pub(crate) fn has_effective_capabilities() -> io::Result<bool> {
+    Ok(capabilities()?
+        .iter()
+        .any(|d| d.effective != 0 || d.permitted != 0))
 }
 
 pub(crate) fn set_ids(uid: u32, gid: u32) -> io::Result<()> {
@@ -1018,23 +1025,11 @@ pub(crate) fn set_fs_ids(uid: u32, gid: u32) {
 
 /// Keeps only `keep` (capability numbers) in this thread's effective set; permitted is unchanged.
 pub(crate) fn limit_effective_capabilities(keep: &[u32]) -> io::Result<()> {
+    let mut data = capabilities()?;
     let header = CapHeader {
         version: LINUX_CAPABILITY_VERSION_3,
         pid: 0,
     };
-    let mut data = [CapData {
-        effective: 0,
-        permitted: 0,
-        inheritable: 0,
-    }; 2];
-    // SAFETY: as has_effective_capabilities.
-    check_long(unsafe {
-        libc::syscall(
-            libc::SYS_capget,
-            &header as *const CapHeader,
-            data.as_mut_ptr(),
-        )
-    })?;
     let mut effective = [0u32; 2];
     for &cap in keep {
         if let Some(word) = effective.get_mut((cap / 32) as usize) {
