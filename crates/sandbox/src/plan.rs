@@ -108,10 +108,6 @@ pub struct MountPlan {
     /// existing entry the policy does not make writable bound back at its own level, and every new name
     /// left to the mediator.
     pub guarded_dirs: Vec<PathBuf>,
-    /// Directories where Landlock lets the program create names itself (`Write` rules): no name-based
-    /// rule applies beneath them, so the mediator lets a creation there proceed in the kernel
-    /// (`SECCOMP_USER_NOTIF_FLAG_CONTINUE`) instead of performing it. Anywhere else it performs the call.
-    pub create_dirs: Vec<PathBuf>,
 }
 
 /// Files of the fresh `/proc` hidden under an empty file: what the kernel shows there is not the
@@ -514,12 +510,27 @@ impl MountPlan {
                 rule.1 = LandlockGrant::WriteNoCreate;
             }
         }
-        self.create_dirs = self
-            .landlock
+    }
+
+    /// Directories where Landlock lets the program create names itself (`Write` rules): no name-based
+    /// rule applies beneath them, so the mediator lets a creation there proceed in the kernel
+    /// (`SECCOMP_USER_NOTIF_FLAG_CONTINUE`) instead of performing it. Anywhere else it performs the call.
+    pub fn create_dirs(&self) -> Vec<PathBuf> {
+        self.landlock_paths(|g| g == LandlockGrant::Write)
+    }
+
+    /// The writable trees of the run (`Write` and `WriteNoCreate` rules), where the mediator may make a
+    /// name directly.
+    pub fn writable_roots(&self) -> Vec<PathBuf> {
+        self.landlock_paths(|g| matches!(g, LandlockGrant::Write | LandlockGrant::WriteNoCreate))
+    }
+
+    fn landlock_paths(&self, grant: impl Fn(LandlockGrant) -> bool) -> Vec<PathBuf> {
+        self.landlock
             .iter()
-            .filter(|(_, g)| *g == LandlockGrant::Write)
+            .filter(|(_, g)| grant(*g))
             .map(|(p, _)| p.clone())
-            .collect();
+            .collect()
     }
 
     /// Replaces the read-only bind of each file in `snapshots` (path and size) by a [`MountOp::Snapshot`].
@@ -627,6 +638,12 @@ impl MountPlan {
     /// make writable is bound back at its level (which also keeps it from being removed or renamed: a
     /// mount point), and every new name is the mediator's to allow.
     fn add_guarded_dirs(&mut self, policy: &ResolvedPolicy, entries: &mut Vec<PlannedMount>) {
+        // Readable, not writable: where a writable name needs a guard.
+        let read_level = |dir: &Path| {
+            let canon = CanonicalPath::assume_canonical(dir.to_path_buf());
+            !policy.decide(&canon, Access::Write).is_allow()
+                && policy.decide(&canon, Access::Read).level() == Level::Read
+        };
         let mut guarded: Vec<PathBuf> = Vec::new();
         for scope in policy.scopes() {
             let ScopeTarget::Path(target) = &scope.target else {
@@ -638,9 +655,7 @@ impl MountPlan {
             let Some(dir) = target.canonical.as_path().parent() else {
                 continue;
             };
-            let canon = CanonicalPath::assume_canonical(dir.to_path_buf());
-            if policy.decide(&canon, Access::Write).is_allow()
-                || policy.decide(&canon, Access::Read).level() != Level::Read
+            if !read_level(dir)
                 || !std::fs::metadata(dir).is_ok_and(|m| m.is_dir())
                 || guarded.iter().any(|g| g == dir)
             {
@@ -657,26 +672,13 @@ impl MountPlan {
             let (ScopeTarget::Glob(glob), ScopeKind::Write) = (&scope.target, scope.kind) else {
                 continue;
             };
-            let parts = glob.pattern.split('/').filter(|c| !c.is_empty()).count();
-            let literal = glob
-                .pattern
-                .split('/')
-                .filter(|c| !c.is_empty())
-                .take_while(|c| !c.contains(['*', '?', '[', '{']))
-                .count();
-            let max_depth = if glob.pattern.contains("**") {
-                usize::MAX
-            } else {
-                parts.saturating_sub(literal)
-            };
+            let max_depth = glob_walk_depth(&glob.pattern);
             let mut found = Vec::new();
-            let mut stack = vec![(glob.prefix.clone(), 1usize)];
+            let mut stack = vec![(glob.prefix.clone(), 0usize)];
             let mut fits = true;
             while let Some((dir, depth)) = stack.pop() {
-                let canon = CanonicalPath::assume_canonical(dir.clone());
                 // A writable directory needs no guard, but a read one may lie beneath it.
-                let guard = !policy.decide(&canon, Access::Write).is_allow()
-                    && policy.decide(&canon, Access::Read).level() == Level::Read;
+                let guard = read_level(&dir);
                 let Ok(read) = std::fs::read_dir(&dir) else {
                     continue;
                 };
@@ -686,7 +688,7 @@ impl MountPlan {
                         break;
                     };
                     budget = left;
-                    if depth < max_depth && entry.file_type().is_ok_and(|t| t.is_dir()) {
+                    if depth + 1 < max_depth && entry.file_type().is_ok_and(|t| t.is_dir()) {
                         stack.push((entry.path(), depth + 1));
                     }
                 }
@@ -704,6 +706,8 @@ impl MountPlan {
         }
         // Parents first: a parent binds its entries back read-only, then a guarded child replaces its own.
         guarded.sort_by_key(|d| depth(d));
+        let mut planned: std::collections::HashSet<PathBuf> =
+            entries.iter().map(|e| e.path.clone()).collect();
         for dir in guarded {
             entries.retain(|e| e.path != dir);
             entries.push(PlannedMount {
@@ -718,7 +722,7 @@ impl MountPlan {
             };
             for entry in read.flatten() {
                 let path = entry.path();
-                if entries.iter().any(|e| e.path == path) {
+                if planned.contains(&path) {
                     continue;
                 }
                 let Ok(kind) = entry.file_type() else {
@@ -740,6 +744,7 @@ impl MountPlan {
                     },
                     Level::None => mask(is_dir),
                 };
+                planned.insert(path.clone());
                 entries.push(PlannedMount { path, op });
             }
             self.guarded_dirs.push(dir);
@@ -806,18 +811,7 @@ impl MountPlan {
             let ScopeTarget::Glob(glob) = &scope.target else {
                 continue;
             };
-            // A glob without `**` matches at a fixed depth below its literal prefix: the walk stops there
-            // (`.git/index.stash.*` lists `.git`, never `.git/objects`).
-            let parts: Vec<&str> = glob.pattern.split('/').filter(|c| !c.is_empty()).collect();
-            let literal = parts
-                .iter()
-                .take_while(|c| !c.contains(['*', '?', '[', '{']))
-                .count();
-            let max_depth = if glob.pattern.contains("**") {
-                usize::MAX
-            } else {
-                parts.len().saturating_sub(literal).max(1)
-            };
+            let max_depth = glob_walk_depth(&glob.pattern);
             let mut stack = vec![(glob.prefix.clone(), 0usize)];
             while let Some((dir, dir_depth)) = stack.pop() {
                 let Ok(read) = std::fs::read_dir(&dir) else {
@@ -911,6 +905,21 @@ impl MountPlan {
         });
         beneath_grant || on_the_way
     }
+}
+
+/// How many levels below its literal prefix a glob can match: a glob without `**` matches at a fixed
+/// depth, so a walk for its matches stops there (`.git/index.stash.*` lists `.git`, never
+/// `.git/objects`).
+fn glob_walk_depth(pattern: &str) -> usize {
+    if pattern.contains("**") {
+        return usize::MAX;
+    }
+    let parts: Vec<&str> = pattern.split('/').filter(|c| !c.is_empty()).collect();
+    let literal = parts
+        .iter()
+        .take_while(|c| !c.contains(['*', '?', '[', '{']))
+        .count();
+    parts.len().saturating_sub(literal).max(1)
 }
 
 /// A bind whose nearest enclosing entry is a bind of the same kind adds nothing (e.g. `/bin` ->

@@ -729,19 +729,8 @@ impl Sandbox {
                 .switch_user
                 .unwrap_or((sys::geteuid(), sys::getegid())),
             private_net: prepared.net_ns,
-            create_dirs: self.plan.create_dirs.clone(),
-            writable_roots: self
-                .plan
-                .landlock
-                .iter()
-                .filter(|(_, g)| {
-                    matches!(
-                        g,
-                        crate::LandlockGrant::Write | crate::LandlockGrant::WriteNoCreate
-                    )
-                })
-                .map(|(p, _)| p.clone())
-                .collect(),
+            create_dirs: self.plan.create_dirs(),
+            writable_roots: self.plan.writable_roots(),
         };
         let mediator = crate::mediate::spawn(mediator_sup, &mediator_config);
         sys::close(mediator_sup);

@@ -8,19 +8,10 @@ use crate::both_users;
 
 /// Runs `python3 -c SCRIPT` on the host, unconfined, as the test directory's user; returns stdout.
 fn host_python(d: &TestDir, script: &str) -> String {
-    let mut cmd = Command::new("setpriv");
-    if let (Who::User, Some((uid, gid, _))) = (d.who, test_user()) {
-        cmd.args([
-            "--reuid",
-            &uid.to_string(),
-            "--regid",
-            &gid.to_string(),
-            "--clear-groups",
-        ]);
-    }
     // Debian's own python: a pyenv shim under /root is not the test user's to run.
-    let out = cmd
-        .args(["--", "/usr/bin/python3", "-c", script])
+    let out = d
+        .as_who()
+        .args(["/usr/bin/python3", "-c", script])
         .output()
         .unwrap();
     String::from_utf8_lossy(&out.stdout).into_owned()

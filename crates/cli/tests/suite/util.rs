@@ -199,28 +199,29 @@ impl TestDir {
         }
     }
 
+    /// `setpriv ... --`: what follows runs as this directory's user (unchanged for root).
+    pub(super) fn as_who(&self) -> Command {
+        let mut cmd = Command::new("setpriv");
+        if let (Who::User, Some((uid, gid, _))) = (self.who, test_user()) {
+            cmd.args([
+                "--reuid",
+                &uid.to_string(),
+                "--regid",
+                &gid.to_string(),
+                "--clear-groups",
+            ]);
+        }
+        cmd.arg("--");
+        cmd
+    }
+
     /// `stockade ARGS` in `work/`, as this directory's user, with a clean environment and a private audit log.
     pub(super) fn stockade<I, S>(&self, args: I) -> Cmd
     where
         I: IntoIterator<Item = S>,
         S: AsRef<OsStr>,
     {
-        let mut cmd = Command::new("setpriv");
-        match (self.who, test_user()) {
-            (Who::User, Some((uid, gid, _))) => {
-                cmd.args([
-                    "--reuid",
-                    &uid.to_string(),
-                    "--regid",
-                    &gid.to_string(),
-                    "--clear-groups",
-                    "--",
-                ]);
-            }
-            _ => {
-                cmd.arg("--");
-            }
-        }
+        let mut cmd = self.as_who();
         cmd.arg(bin());
         cmd.arg("--audit-log").arg(self.root.join("audit.jsonl"));
         cmd.args(args);
