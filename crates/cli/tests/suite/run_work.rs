@@ -1,4 +1,5 @@
-//! Ordinary work still runs inside the default profile: git, gcc, cargo, python with subprocesses, node.
+//! Ordinary work still runs inside the default profile: git, gcc, cargo, python with subprocesses, node,
+//! npm test and tar: issue 15's list of work that must survive the mediator.
 
 use super::util::*;
 use crate::both_users;
@@ -46,6 +47,56 @@ both_users! {
         d.sh(&[], "node -e \"console.log(require('child_process').execSync('echo from-node').toString().trim())\" && npm --version")
             .ok()
             .stdout_has("from-node");
+    }
+}
+
+both_users! {
+    /// `npm test` of a package whose test script writes a report and a cache directory in the project,
+    /// as test runners do; every name is created through the filter.
+    fn npm_test_writes_its_reports(d) {
+        if std::process::Command::new("npm").arg("--version").output().is_err() {
+            eprintln!("SKIPPED: npm is not installed");
+            return;
+        }
+        d.write("work/package.json", "{\"name\":\"t\",\"version\":\"1.0.0\",\"scripts\":{\"test\":\"node test.js\"}}\n")
+            .write("work/test.js", "const fs = require('fs');\nfs.mkdirSync('.cache/t', {recursive: true});\n\
+                    fs.writeFileSync('.cache/t/run.json', '{}');\nfs.writeFileSync('report.xml', '<ok/>');\n\
+                    console.log('tests passed');\n");
+        d.chown_all();
+        d.sh(&[], "npm test --silent && cat report.xml .cache/t/run.json")
+            .ok()
+            .stdout_has("tests passed")
+            .stdout_has("<ok/>{}");
+    }
+}
+
+both_users! {
+    /// `tar x` of 10,000 files, into a directory made during the run and into one that existed: every
+    /// file arrives, with tar's modes, and the project outside the archive is untouched.
+    fn tar_extracts_ten_thousand_files(d) {
+        let tree = d.path("tree");
+        for dir in 0..100 {
+            let sub = tree.join(format!("pkg/d{dir}"));
+            std::fs::create_dir_all(&sub).unwrap();
+            for file in 0..100 {
+                std::fs::write(sub.join(format!("f{file}.txt")), format!("{dir}/{file}\n")).unwrap();
+            }
+        }
+        let made = std::process::Command::new("tar")
+            .args(["-cf", "../files.tar", "pkg"])
+            .current_dir(&tree)
+            .status()
+            .unwrap();
+        assert!(made.success());
+        std::fs::create_dir_all(d.work().join("existing")).unwrap();
+        d.chown_all();
+        let archive = d.path("files.tar");
+        let archive = archive.to_str().unwrap();
+        d.sh(&["--ro", archive], &format!(
+            "mkdir fresh && tar -xf {archive} -C fresh && tar -xf {archive} -C existing && \
+             find fresh existing -type f | wc -l && cat existing/pkg/d99/f99.txt"))
+            .ok()
+            .stdout_has("20000\n99/99\n");
     }
 }
 
