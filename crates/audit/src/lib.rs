@@ -71,6 +71,8 @@ pub enum Layer {
     Quarantine,
     /// Orchestrator workspaces.
     Workspace,
+    /// The network proxy of a sandbox (`net.allow`).
+    Net,
 }
 
 impl Layer {
@@ -82,7 +84,23 @@ impl Layer {
             Layer::Fs => "fs",
             Layer::Quarantine => "quarantine",
             Layer::Workspace => "workspace",
+            Layer::Net => "net",
         }
+    }
+
+    /// Every layer, in the order `stockade audit --layer` lists them.
+    pub const ALL: [Layer; 6] = [
+        Layer::Kernel,
+        Layer::Hook,
+        Layer::Fs,
+        Layer::Quarantine,
+        Layer::Workspace,
+        Layer::Net,
+    ];
+
+    /// The layer of this [`Layer::name`].
+    pub fn from_name(name: &str) -> Option<Layer> {
+        Layer::ALL.into_iter().find(|l| l.name() == name)
     }
 }
 
@@ -119,6 +137,12 @@ pub struct AuditRecord {
     /// The command line concerned.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub command: Option<String>,
+    /// The host a connection was for (net layer), as the program named it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host: Option<String>,
+    /// Its port (net layer).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub port: Option<u16>,
 }
 
 macro_rules! setter {
@@ -146,6 +170,8 @@ impl AuditRecord {
             orchestrator: None,
             run: None,
             command: None,
+            host: None,
+            port: None,
         }
     }
 
@@ -157,6 +183,13 @@ impl AuditRecord {
     setter!(orchestrator);
     setter!(run);
     setter!(command);
+    setter!(host);
+
+    /// Sets `port`.
+    pub fn port(mut self, port: u16) -> Self {
+        self.port = Some(port);
+        self
+    }
 
     /// Sets `agent` when there is one.
     pub fn maybe_agent(mut self, agent: Option<&str>) -> Self {

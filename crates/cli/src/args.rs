@@ -573,9 +573,16 @@ pub(crate) struct RunArgs {
     /// Pass a variable from this environment.
     #[arg(long = "pass-env", value_name = "NAME")]
     pub(crate) pass_env: Vec<String>,
-    /// Allow network access (default: none).
+    /// Allow all network access (default: none, or the profile's allowlist).
     #[arg(long)]
     pub(crate) net: bool,
+    /// Let the program reach this host through stockade's proxy: `example.com`, `*.example.com`
+    /// (subdomains), or an IP address, each with an optional `:port`. Adds to the profile's allowlist
+    #[arg(long, value_name = "HOST")]
+    pub(crate) net_allow: Vec<String>,
+    /// Refuse this host even where an allow rule matches (same forms as --net-allow)
+    #[arg(long, value_name = "HOST")]
+    pub(crate) net_deny: Vec<String>,
     /// Where the program starts (default: ${CWD}, the project); it must be visible under the policy.
     #[arg(long, value_name = "DIR")]
     pub(crate) cwd: Option<PathBuf>,
@@ -638,7 +645,7 @@ pub(crate) struct AuditArgs {
     /// Only this agent.
     #[arg(long, value_name = "ID")]
     pub(crate) agent: Option<String>,
-    /// Only this layer (kernel, hook, fs, quarantine, workspace).
+    /// Only this layer (kernel, hook, fs, quarantine, workspace, net).
     #[arg(long, value_name = "LAYER")]
     pub(crate) layer: Option<String>,
     /// At most this many records.

@@ -10,14 +10,13 @@ use crate::output;
 pub(crate) fn audit(args: AuditArgs, json: bool, log: &AuditLog) -> anyhow::Result<ExitStatus> {
     let layer = match args.layer.as_deref() {
         None => None,
-        Some("kernel") => Some(Layer::Kernel),
-        Some("hook") => Some(Layer::Hook),
-        Some("fs") => Some(Layer::Fs),
-        Some("quarantine") => Some(Layer::Quarantine),
-        Some("workspace") => Some(Layer::Workspace),
-        Some(other) => {
-            bail!("unknown layer '{other}'; use kernel, hook, fs, quarantine or workspace")
-        }
+        Some(name) => match Layer::from_name(name) {
+            Some(layer) => Some(layer),
+            None => {
+                let names: Vec<_> = Layer::ALL.iter().map(|l| l.name()).collect();
+                bail!("unknown layer '{name}'; use one of {}", names.join(", "))
+            }
+        },
     };
     let since = match &args.since {
         Some(s) => Some(Filter::parse_since(s, std::time::SystemTime::now())?),
@@ -44,13 +43,21 @@ pub(crate) fn audit(args: AuditArgs, json: bool, log: &AuditLog) -> anyhow::Resu
         "TIME", "LAYER", "AGENT", "ACCESS", "PATH"
     );
     for r in &records {
+        // A refused connection shows its host and port where a path would be.
+        let target = match (&r.path, &r.host) {
+            (Some(path), _) => path.clone(),
+            (None, Some(host)) => r
+                .port
+                .map_or_else(|| host.clone(), |p| format!("{host}:{p}")),
+            (None, None) => "-".to_string(),
+        };
         text.push_str(&format!(
             "{:<24} {:<10} {:<10} {:<6} {:<40} {}\n",
             r.time,
             r.layer.name(),
             r.agent.as_deref().unwrap_or("-"),
             r.access.as_deref().unwrap_or("-"),
-            r.path.as_deref().unwrap_or("-"),
+            target,
             r.reason
         ));
     }

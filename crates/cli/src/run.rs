@@ -35,6 +35,12 @@ pub(crate) fn run(args: RunArgs, json: bool, audit: &AuditLog) -> anyhow::Result
     if args.net {
         builder.net(NetMode::All);
     }
+    for rule in &args.net_allow {
+        builder.net_allow(rule);
+    }
+    for rule in &args.net_deny {
+        builder.net_deny(rule);
+    }
     let size = |flag: &str, v: &Option<String>| -> anyhow::Result<Option<u64>> {
         v.as_deref()
             .map(|s| policy_args::flag_value(flag, s, parse_size))
@@ -106,14 +112,36 @@ pub(crate) fn run(args: RunArgs, json: bool, audit: &AuditLog) -> anyhow::Result
     for w in sandbox.warnings() {
         output::message(&format!("warning: {w}"));
     }
-    let running = match sandbox.spawn() {
+    let proxy_config = match policy.net().rules() {
+        Some(rules) => Some(proxy_config(rules)?),
+        None => None,
+    };
+    let mut running = match sandbox.spawn() {
         Ok(r) => r,
         Err(e) => return refuse(e),
+    };
+    // Started only now: the sandbox's init is a fork of this process, which must have had one thread.
+    let proxy = match (running.take_proxy_listener(), proxy_config) {
+        (Some(listener), Some(config)) => {
+            match stockade_net::Proxy::start(move || listener.receive(), config) {
+                Ok(p) => Some(p),
+                Err(e) => {
+                    running.kill();
+                    let _ = running.wait();
+                    bail!("cannot start the network proxy: {e}");
+                }
+            }
+        }
+        _ => None,
     };
     let outcome = match running.wait() {
         Ok(o) => o,
         Err(e) => return refuse(e),
     };
+    let net = proxy.map(stockade_net::Proxy::finish);
+    if let Some(net) = &net {
+        record_net_refusals(net, &args, &command_line, json, audit);
+    }
     // The mediator's refusals, each with the rule that decided it, as the hook and the file tools log theirs.
     // The first few are also said on stderr (not under --json, whose outcome lists them): the program only
     // saw EACCES, and whoever reads its output (an agent, through the hook's sandboxed Bash) learns why.
@@ -169,12 +197,73 @@ pub(crate) fn run(args: RunArgs, json: bool, audit: &AuditLog) -> anyhow::Result
         Some(_) | None => {}
     }
     if json {
-        output::json(&outcome);
+        let mut value = serde_json::to_value(&outcome)?;
+        if let (Some(net), Some(object)) = (&net, value.as_object_mut()) {
+            object.insert("net".into(), serde_json::to_value(net)?);
+        }
+        output::json(&value);
     }
     Ok(match outcome.status {
         124 if outcome.timed_out => ExitStatus::Timeout,
         s => ExitStatus::External(u8::try_from(s).unwrap_or(125)),
     })
+}
+
+/// The proxy's settings: the policy's rules, and names pinned by the file `$STOCKADE_NET_HOSTS` names
+/// (`/etc/hosts` format), answered before the system's resolver.
+fn proxy_config(rules: &stockade_policy::NetRules) -> anyhow::Result<stockade_net::ProxyConfig> {
+    let mut config = stockade_net::ProxyConfig::new(rules.clone())
+        .context("cannot read this host's interface addresses for the network proxy")?;
+    if let Some(path) = std::env::var_os("STOCKADE_NET_HOSTS") {
+        let text = std::fs::read_to_string(&path).with_context(|| {
+            format!(
+                "cannot read $STOCKADE_NET_HOSTS '{}'",
+                Path::new(&path).display()
+            )
+        })?;
+        let bad = config.resolver.pin_hosts_text(&text);
+        if let Some(line) = bad.first() {
+            bail!(
+                "$STOCKADE_NET_HOSTS '{}': '{line}' is not 'ADDRESS NAME...'",
+                Path::new(&path).display()
+            );
+        }
+    }
+    Ok(config)
+}
+
+/// The proxy's refusals into the audit log (layer `net`), the first few on stderr as the mediator's are.
+fn record_net_refusals(
+    net: &stockade_net::NetReport,
+    args: &RunArgs,
+    command_line: &str,
+    json: bool,
+    audit: &AuditLog,
+) {
+    const SHOWN: usize = 3;
+    for (i, r) in net.refusals.iter().enumerate() {
+        let mut record = AuditRecord::new(Layer::Net, r.reason.clone())
+            .maybe_agent(args.policy.agent.as_deref())
+            .tool(r.protocol.name())
+            .host(r.host.clone())
+            .port(r.port)
+            .command(command_line);
+        if let Some(rule) = &r.rule {
+            record = record.rule(rule.clone());
+        }
+        if !json && i < SHOWN {
+            output::message(&format!("network: {}", r.reason));
+        }
+        if let Err(err) = audit.append(&record) {
+            output::message(&err.to_string());
+        }
+    }
+    if !json && net.refused_connections > SHOWN as u64 {
+        output::message(&format!(
+            "refused {} connections in all; `stockade audit --layer net` lists them",
+            net.refused_connections
+        ));
+    }
 }
 
 /// `--dry-run`: what the sandbox would contain. Variable values are not printed (they may be secrets).
@@ -234,7 +323,7 @@ fn print_plan(
         sandbox.plan().landlock.len()
     ));
     text.push_str(&format!("  environment        {}\n", env.join(" ")));
-    text.push_str(&format!("  network            {:?}\n", policy.net()));
+    text.push_str(&format!("  network            {}\n", policy.net()));
     output::out(&text);
 }
 

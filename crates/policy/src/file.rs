@@ -42,8 +42,9 @@ pub struct ProfileSpec {
     /// Hook behaviour.
     #[serde(default)]
     pub hook: HookSpec,
-    /// Network: `none` (default) or `all`.
-    pub net: Option<NetMode>,
+    /// Network: `"none"` (default), `"all"`, or a table of hosts (`allow`, `deny`) reached through the
+    /// proxy stockade serves into the sandbox.
+    pub net: Option<NetSpec>,
     /// Resource limits.
     #[serde(default)]
     pub limits: LimitsSpec,
@@ -188,6 +189,55 @@ pub enum NetMode {
     None,
     /// The host's network.
     All,
+}
+
+/// A profile's `net`: a mode, or the hosts its proxy lets through.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, JsonSchema)]
+#[serde(untagged)]
+pub enum NetSpec {
+    /// `"none"` or `"all"`.
+    Mode(NetMode),
+    /// `[net] allow = [...]`, `deny = [...]`.
+    Rules(NetRulesSpec),
+}
+
+/// Host rules as written: `example.com`, `*.example.com` (subdomains), an IP address, each with an optional
+/// `:port`. `deny` wins; a host no `allow` rule matches is refused.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct NetRulesSpec {
+    /// Hosts the program may reach (through the proxy).
+    #[serde(default)]
+    pub allow: Vec<String>,
+    /// Hosts refused even where `allow` matches.
+    #[serde(default)]
+    pub deny: Vec<String>,
+}
+
+// By hand rather than `untagged`, so that a typo inside the table (`alow`) is reported as such, not as "did
+// not match any variant".
+impl<'de> Deserialize<'de> for NetSpec {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Visitor;
+        impl<'de> serde::de::Visitor<'de> for Visitor {
+            type Value = NetSpec;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str(r#""none", "all", or a table with `allow` and `deny` lists"#)
+            }
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<NetSpec, E> {
+                match v {
+                    "none" => Ok(NetSpec::Mode(NetMode::None)),
+                    "all" => Ok(NetSpec::Mode(NetMode::All)),
+                    other => Err(E::invalid_value(serde::de::Unexpected::Str(other), &self)),
+                }
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(self, map: A) -> Result<NetSpec, A::Error> {
+                NetRulesSpec::deserialize(serde::de::value::MapAccessDeserializer::new(map))
+                    .map(NetSpec::Rules)
+            }
+        }
+        d.deserialize_any(Visitor)
+    }
 }
 
 /// Resource limits; each optional.

@@ -51,6 +51,7 @@ mod builtin;
 mod decide;
 mod error;
 mod file;
+mod net;
 mod path;
 mod resolve;
 mod scope;
@@ -64,8 +65,12 @@ pub use builtin::{
 pub use decide::{Decision, Denial, DenyCause, ExplainedRule, Explanation};
 pub use error::PolicyError;
 pub use file::{
-    BashMode, CommandsSpec, EnvSpec, FsSpec, HookSpec, LimitsSpec, NetMode, OnAllow, OnUnknowable,
-    PolicyFile, ProfileSpec, ToolDefault, ToolsSpec, policy_schema,
+    BashMode, CommandsSpec, EnvSpec, FsSpec, HookSpec, LimitsSpec, NetMode, NetRulesSpec, NetSpec,
+    OnAllow, OnUnknowable, PolicyFile, ProfileSpec, ToolDefault, ToolsSpec, policy_schema,
+};
+pub use net::{
+    HostPattern, HostRule, NetAccess, NetDecision, NetRules, SpecialAddress, canonical_ip,
+    normalize_host, special_address,
 };
 pub use path::{AbsPath, CanonicalPath, PathResolver};
 pub use resolve::{

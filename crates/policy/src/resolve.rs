@@ -11,7 +11,10 @@ use toml::Spanned;
 
 use crate::builtin::{BUILTIN_PROFILES, BUILTIN_TOML, DEFAULT_PROFILE};
 use crate::error::PolicyError;
-use crate::file::{BashMode, NetMode, OnAllow, OnUnknowable, PolicyFile, ProfileSpec, ToolDefault};
+use crate::file::{
+    BashMode, NetMode, NetSpec, OnAllow, OnUnknowable, PolicyFile, ProfileSpec, ToolDefault,
+};
+use crate::net::{HostRule, NetAccess, NetRules};
 use crate::path::{AbsPath, CanonicalPath, LstatCache, PathMap, PathResolver};
 use crate::scope::{GlobTarget, PathTarget, RuleId, RuleSource, Scope, ScopeKind, ScopeTarget};
 use crate::units::{parse_duration, parse_size};
@@ -29,7 +32,31 @@ pub struct PolicyBuilder {
     env_set: Vec<(String, String)>,
     env_pass: Vec<String>,
     net: Option<NetMode>,
+    net_allow: Vec<String>,
+    net_deny: Vec<String>,
     limits: LimitsOverride,
+}
+
+/// A profile's (or the command line's) `net` over what came before: a mode replaces everything; rules
+/// extend an allowlist inherited through `extends`, or start one.
+fn apply_net(current: NetAccess, spec: &NetSpec) -> Result<NetAccess, PolicyError> {
+    match spec {
+        NetSpec::Mode(NetMode::None) => Ok(NetAccess::None),
+        NetSpec::Mode(NetMode::All) => Ok(NetAccess::All),
+        NetSpec::Rules(r) => {
+            let mut rules = match current {
+                NetAccess::Filtered(rules) => rules,
+                NetAccess::None | NetAccess::All => NetRules::default(),
+            };
+            for text in &r.allow {
+                rules.allow.push(HostRule::parse(text)?);
+            }
+            for text in &r.deny {
+                rules.deny.push(HostRule::parse(text)?);
+            }
+            Ok(NetAccess::Filtered(rules))
+        }
+    }
 }
 
 /// Limits given on the command line; each replaces the profile's value.
@@ -116,6 +143,19 @@ impl PolicyBuilder {
         self
     }
 
+    /// Adds a host the proxy lets through (`--net-allow`): the network becomes the profile's allowlist
+    /// (empty if it had none) plus this rule.
+    pub fn net_allow(&mut self, rule: impl Into<String>) -> &mut Self {
+        self.net_allow.push(rule.into());
+        self
+    }
+
+    /// Adds a host the proxy refuses (`--net-deny`), as [`PolicyBuilder::net_allow`] does.
+    pub fn net_deny(&mut self, rule: impl Into<String>) -> &mut Self {
+        self.net_deny.push(rule.into());
+        self
+    }
+
     /// Replaces limits given here.
     pub fn limits(&mut self, limits: LimitsOverride) -> &mut Self {
         self.limits = limits;
@@ -167,7 +207,7 @@ impl PolicyBuilder {
         let mut tools = ToolRules::default();
         let mut commands_allow = Vec::new();
         let mut hook = HookRules::default();
-        let mut net = NetMode::None;
+        let mut net = NetAccess::None;
         let mut limits = Limits::default();
 
         for link in &chain {
@@ -244,8 +284,8 @@ impl PolicyBuilder {
             if let Some(b) = spec.hook.bash {
                 hook.bash = b;
             }
-            if let Some(n) = spec.net {
-                net = n;
+            if let Some(n) = &spec.net {
+                net = apply_net(net, n)?;
             }
             limits.apply(&spec.limits, &here)?;
         }
@@ -335,7 +375,23 @@ impl PolicyBuilder {
         env.pass.sort();
         env.pass.dedup();
         if let Some(n) = self.net {
-            net = n;
+            if n == NetMode::All && !(self.net_allow.is_empty() && self.net_deny.is_empty()) {
+                return Err(PolicyError::invalid(
+                    "--net",
+                    "--net opens the whole network, so --net-allow and --net-deny would do nothing",
+                    "drop --net to reach only the hosts --net-allow names",
+                ));
+            }
+            net = apply_net(net, &NetSpec::Mode(n))?;
+        }
+        if !(self.net_allow.is_empty() && self.net_deny.is_empty()) {
+            net = apply_net(
+                net,
+                &NetSpec::Rules(crate::file::NetRulesSpec {
+                    allow: self.net_allow.clone(),
+                    deny: self.net_deny.clone(),
+                }),
+            )?;
         }
         limits.override_with(&self.limits);
 
@@ -884,7 +940,7 @@ pub struct ResolvedPolicy {
     pub(crate) tools: ToolRules,
     pub(crate) commands_allow: Vec<String>,
     pub(crate) hook: HookRules,
-    pub(crate) net: NetMode,
+    pub(crate) net: NetAccess,
     pub(crate) limits: Limits,
     pub(crate) vars: Variables,
 }
@@ -941,7 +997,7 @@ impl ResolvedPolicy {
         tools: ToolRules,
         commands_allow: Vec<String>,
         hook: HookRules,
-        net: NetMode,
+        net: NetAccess,
         limits: Limits,
         vars: Variables,
     ) -> Result<Self, PolicyError> {
@@ -1076,9 +1132,9 @@ impl ResolvedPolicy {
         })
     }
 
-    /// The network mode.
-    pub fn net(&self) -> NetMode {
-        self.net
+    /// The network: none, all, or the hosts the proxy lets through.
+    pub fn net(&self) -> &NetAccess {
+        &self.net
     }
 
     /// Limits.

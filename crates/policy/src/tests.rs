@@ -497,3 +497,171 @@ fn runtime_is_for_programs_not_for_the_agents_file_tools() {
         .unwrap_err();
     assert!(err.to_string().contains("fs.runtime takes paths"), "{err}");
 }
+
+mod net {
+    use super::*;
+    use pretty_assertions::assert_eq;
+
+    fn rules(allow: &[&str], deny: &[&str]) -> NetRules {
+        NetRules {
+            allow: allow.iter().map(|r| HostRule::parse(r).unwrap()).collect(),
+            deny: deny.iter().map(|r| HostRule::parse(r).unwrap()).collect(),
+        }
+    }
+
+    #[test]
+    fn rules_parse_names_subdomains_addresses_and_ports() {
+        for (text, shown) in [
+            ("GitHub.com.", "github.com"),
+            ("*.github.com", "*.github.com"),
+            ("registry.npmjs.org:443", "registry.npmjs.org:443"),
+            ("10.0.0.7", "10.0.0.7"),
+            ("10.0.0.7:8080", "10.0.0.7:8080"),
+            ("::1", "::1"),
+            ("[::1]:8443", "[::1]:8443"),
+            ("*.Example.COM:80", "*.example.com:80"),
+        ] {
+            assert_eq!(HostRule::parse(text).unwrap().to_string(), shown, "{text}");
+        }
+        for bad in [
+            "",
+            "*",
+            "a.*.com",
+            "exa mple.com",
+            "x.com:0",
+            "x.com:99999",
+            "x.com:http",
+            "[::1",
+            "[::1]x",
+            "[1.2.3.4]",
+            "a..b",
+            "ü.de",
+        ] {
+            let err = HostRule::parse(bad).unwrap_err().to_string();
+            assert!(err.contains("net rule"), "{bad}: {err}");
+        }
+    }
+
+    #[test]
+    fn deny_wins_and_nothing_unlisted_passes() {
+        let r = rules(
+            &["github.com", "*.github.com", "npmjs.org:443", "10.0.0.7"],
+            &["gist.github.com"],
+        );
+        let allowed = |h: &str, p: u16| r.decide(h, p).is_allow();
+        assert!(allowed("github.com", 443));
+        assert!(allowed("GITHUB.COM.", 22));
+        assert!(allowed("api.github.com", 443));
+        assert!(allowed("a.b.github.com", 443));
+        assert!(!allowed("gist.github.com", 443), "deny wins");
+        assert!(
+            !allowed("evilgithub.com", 443),
+            "a suffix is not a subdomain"
+        );
+        assert!(!allowed("github.com.evil.net", 443));
+        assert!(allowed("npmjs.org", 443));
+        assert!(!allowed("npmjs.org", 80), "the port is part of the rule");
+        assert!(!allowed("example.com", 443));
+        assert!(allowed("10.0.0.7", 5432));
+        assert!(!allowed("10.0.0.8", 5432));
+        let NetDecision::Deny { reason, rule } = r.decide("example.com", 443) else {
+            panic!("allowed")
+        };
+        assert_eq!(rule, None);
+        assert!(reason.contains("--net-allow example.com"), "{reason}");
+        let apex = rules(&["*.github.com"], &[]);
+        assert!(
+            !apex.decide("github.com", 443).is_allow(),
+            "*.x does not cover x"
+        );
+    }
+
+    #[test]
+    fn special_addresses_pass_only_when_named() {
+        let r = rules(
+            &["good.test", "named.test", "127.0.0.1:8080"],
+            &["203.0.113.9"],
+        );
+        let lo: std::net::IpAddr = "127.0.0.1".parse().unwrap();
+        let check = |host, ip: &str, port| {
+            let ip: std::net::IpAddr = ip.parse().unwrap();
+            r.decide_address(host, ip, port, special_address(ip))
+                .is_allow()
+        };
+        assert!(!check("good.test", "127.0.0.1", 80), "loopback refused");
+        assert!(
+            check("named.test", "127.0.0.1", 8080),
+            "named with its port"
+        );
+        assert!(!check("named.test", "127.0.0.1", 8081));
+        assert!(
+            !check("good.test", "::ffff:127.0.0.1", 80),
+            "mapped loopback"
+        );
+        assert!(check("good.test", "::ffff:127.0.0.1", 8080));
+        assert!(!check("good.test", "169.254.169.254", 80), "metadata");
+        assert!(!check("good.test", "10.1.2.3", 443));
+        assert!(!check("good.test", "172.20.0.1", 443));
+        assert!(!check("good.test", "192.168.1.1", 443));
+        assert!(
+            !check("good.test", "100.100.100.200", 443),
+            "shared address space"
+        );
+        assert!(!check("good.test", "fd00::1", 443));
+        assert!(!check("good.test", "fe80::1", 443));
+        assert!(!check("good.test", "0.0.0.0", 443));
+        assert!(!check("good.test", "203.0.113.9", 443), "a denied address");
+        assert!(check("good.test", "203.0.113.10", 443));
+        assert!(check("good.test", "2606:4700::1", 443));
+        assert_eq!(special_address(lo), Some(SpecialAddress::Loopback));
+    }
+
+    #[test]
+    fn profiles_extend_allowlists_and_flags_add_to_them() {
+        let f = Fixture::new();
+        let text = "[profile.base]\nnet.allow = [\"a.test\"]\n\
+                    [profile.more]\nextends = \"base\"\nnet.allow = [\"b.test\"]\nnet.deny = [\"x.b.test\"]\n\
+                    [profile.closed]\nextends = \"more\"\nnet = \"none\"\n";
+        let build = |profile: &str, allow: &[&str]| {
+            let mut b = PolicyBuilder::new(f.vars());
+            b.policy_text(text, f.root.join("p.toml")).profile(profile);
+            for a in allow {
+                b.net_allow(*a);
+            }
+            b.build()
+        };
+        let more = build("more", &[]).unwrap();
+        let rules = more.net().rules().unwrap();
+        assert_eq!(rules.allow.len(), 2);
+        assert!(rules.decide("a.test", 443).is_allow());
+        assert!(!rules.decide("x.b.test", 443).is_allow());
+        assert_eq!(build("closed", &[]).unwrap().net(), &NetAccess::None);
+        let opened = build("closed", &["c.test"]).unwrap();
+        let rules = opened.net().rules().unwrap();
+        assert!(rules.decide("c.test", 443).is_allow());
+        assert!(
+            !rules.decide("a.test", 443).is_allow(),
+            "`none` dropped the inherited list"
+        );
+        let err = PolicyBuilder::new(f.vars())
+            .policy_text("[profile.p]\nnet.alow = [\"a\"]\n", f.root.join("p.toml"))
+            .build()
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("alow"), "{err}");
+        let err = PolicyBuilder::new(f.vars())
+            .policy_text("[profile.p]\nnet = \"some\"\n", f.root.join("p.toml"))
+            .build()
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("\"none\", \"all\""), "{err}");
+        let mut both = PolicyBuilder::new(f.vars());
+        both.net(NetMode::All).net_allow("a.test");
+        assert!(
+            both.build()
+                .unwrap_err()
+                .to_string()
+                .contains("--net-allow")
+        );
+    }
+}

@@ -42,6 +42,7 @@ pub(crate) const STAGES: &[&str] = &[
     "no-new-privileges",
     "snapshot", // 24
     "seccomp filter and mediator",
+    "proxy listener", // 26
 ];
 
 pub(crate) const STAGE_EXEC: u32 = 21;
@@ -114,6 +115,10 @@ pub(crate) struct Prepared {
     /// The mediator's end, which the init must not keep (a listener queued on it would then outlive a
     /// mediator that died, and the program would wait on it for ever).
     pub(crate) mediator_sup: RawFd,
+    /// Where the init sends the proxy's listener, made in the sandbox's network namespace, and its port.
+    pub(crate) proxy: Option<(RawFd, u16)>,
+    /// The supervisor's end of that socket, which the init closes (so a failed init reads as the end).
+    pub(crate) proxy_sup: Option<RawFd>,
     /// The seccomp filter (`seccomp.rs`), built before the clone.
     pub(crate) seccomp: Vec<libc::sock_filter>,
     pub(crate) status_w: RawFd,
@@ -202,6 +207,9 @@ pub(crate) fn init_main(p: &Prepared) -> ! {
     // If the supervisor dies, so does this init, and with it the whole PID namespace.
     let _ = sys::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong);
     sys::close(p.mediator_sup);
+    if let Some(fd) = p.proxy_sup {
+        sys::close(fd);
+    }
     sys::setsid().or_fail(p, 0);
     let s = &p.strings;
     if let Some((uid, gid)) = p.user_ns {
@@ -215,6 +223,15 @@ pub(crate) fn init_main(p: &Prepared) -> ! {
     build_root(p);
     if p.net_ns {
         sys::loopback_up().or_fail(p, 12);
+    }
+    // The proxy's socket is made here, inside the private network namespace, and served outside by the
+    // supervisor: the program's only way to any other host. Sent before the agent exists, so its
+    // connections wait in the backlog until the supervisor accepts them.
+    if let Some((sock, port)) = p.proxy {
+        let listener = sys::loopback_listener(port).or_fail(p, 26);
+        sys::send_fds(sock, &[listener]).or_fail(p, 26);
+        sys::close(listener);
+        sys::close(sock);
     }
 
     // Switch to the new root and let go of the old one.

@@ -10,12 +10,38 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use serde::Serialize;
-use stockade_policy::{Access, CanonicalPath, NetMode, ResolvedPolicy};
+use stockade_policy::{Access, CanonicalPath, ResolvedPolicy};
 
 use crate::child::{self, InitReport, Prepared, PreparedOp, STAGE_EXEC, STAGES, Strings};
 use crate::error::SandboxError;
 use crate::plan::{MountOp, MountPlan, Siblings, under};
 use crate::sys;
+
+/// The port of the proxy inside a sandbox whose network goes through one (`net.allow`): the sandbox's
+/// network namespace is private, so the port is free there whatever the host runs.
+pub const PROXY_PORT: u16 = 3128;
+
+/// The variables that point programs at the proxy: curl, git, pip, cargo and most HTTP libraries read
+/// the lower-case ones (curl ignores `HTTP_PROXY` for http, against "httpoxy"), npm and Go the upper-case
+/// ones, SOCKS clients `ALL_PROXY`, Node 24 and later `NODE_USE_ENV_PROXY`. Loopback stays direct: it is
+/// the sandbox's own.
+pub fn proxy_env(port: u16) -> Vec<(String, String)> {
+    let http = format!("http://127.0.0.1:{port}");
+    let socks = format!("socks5h://127.0.0.1:{port}");
+    let no_proxy = "localhost,127.0.0.1,::1".to_string();
+    let mut vars = Vec::new();
+    for (name, value) in [
+        ("http_proxy", &http),
+        ("https_proxy", &http),
+        ("all_proxy", &socks),
+        ("no_proxy", &no_proxy),
+    ] {
+        vars.push((name.to_string(), value.clone()));
+        vars.push((name.to_ascii_uppercase(), value.clone()));
+    }
+    vars.push(("NODE_USE_ENV_PROXY".into(), "1".into()));
+    vars
+}
 
 /// Signals that cancel a run: the supervisor kills the whole tree and exits 128+N.
 const CANCEL_SIGNALS: &[libc::c_int] = &[libc::SIGINT, libc::SIGTERM, libc::SIGHUP, libc::SIGQUIT];
@@ -268,6 +294,13 @@ impl SandboxBuilder {
         for k in ["TEMP_DIR", "TMPDIR"] {
             env.retain(|(ek, _)| ek.as_os_str() != OsStr::new(k));
             env.push((k.into(), temp_dir.clone().into_os_string()));
+        }
+        let proxy_port = policy.net().rules().map(|_| PROXY_PORT);
+        if let Some(port) = proxy_port {
+            for (k, v) in proxy_env(port) {
+                env.retain(|(ek, _)| ek.as_os_str() != OsStr::new(&k));
+                env.push((k.into(), v.into()));
+            }
         }
 
         let exec_path = resolve_program(&self.program, &cwd_c, &env)?;
@@ -618,6 +651,23 @@ impl Sandbox {
                 return Err(SandboxError::io("dup the mediator socket")(e));
             }
         };
+        // The proxy's listener comes back over this pair (numbered like the mediator's, out of the way).
+        let proxy_pair = match self.policy.net().rules() {
+            Some(_) => {
+                let (sup, low) = sys::socketpair()
+                    .map_err(SandboxError::io("socketpair for the proxy listener"))?;
+                let child = sys::dup_above(low, 64);
+                sys::close(low);
+                match child {
+                    Ok(fd) => Some((sup, fd)),
+                    Err(e) => {
+                        sys::close(sup);
+                        return Err(SandboxError::io("dup the proxy socket")(e));
+                    }
+                }
+            }
+            None => None,
+        };
         let old_mask =
             sys::block_signals(CANCEL_SIGNALS).map_err(SandboxError::io("block signals"))?;
         let sigfd = match sys::signalfd(CANCEL_SIGNALS) {
@@ -630,7 +680,7 @@ impl Sandbox {
 
         let prepared = Prepared {
             user_ns: self.user_ns,
-            net_ns: self.policy.net() == NetMode::None,
+            net_ns: self.policy.net().private_namespace(),
             ops,
             mkdirs,
             landlock: self.plan.landlock.clone(),
@@ -650,6 +700,8 @@ impl Sandbox {
             mediator_sock: mediator_child,
             mediator_sup,
             seccomp: crate::seccomp::program(),
+            proxy: proxy_pair.map(|(_, child)| (child, PROXY_PORT)),
+            proxy_sup: proxy_pair.map(|(sup, _)| sup),
             status_w,
             old_mask,
             cap_last,
@@ -689,6 +741,7 @@ impl Sandbox {
                 ]
                 .into_iter()
                 .chain(passed_pipe)
+                .chain(proxy_pair.into_iter().flat_map(|(a, b)| [a, b]))
                 {
                     sys::close(fd);
                 }
@@ -718,6 +771,10 @@ impl Sandbox {
             sys::close(w);
         }
         sys::close(mediator_child);
+        let proxy_listener = proxy_pair.map(|(sup, child)| {
+            sys::close(child);
+            ProxyListener { sock: sup }
+        });
         // Forked now that this process holds none of the program's pipe ends: the mediator must not
         // keep a stream open after the program is gone.
         let mediator_config = crate::mediate::MediatorConfig {
@@ -771,7 +828,41 @@ impl Sandbox {
             temp_dir: self.temp_dir,
             warnings: self.warnings,
             mediator,
+            proxy_listener,
         })
+    }
+}
+
+/// The proxy's listening socket on its way from the sandbox's network namespace, where the init makes it
+/// (`127.0.0.1:`[`PROXY_PORT`] inside), to the caller who serves it
+/// ([`RunningSandbox::take_proxy_listener`]). Until it is served, the program's connections wait.
+#[derive(Debug)]
+pub struct ProxyListener {
+    sock: RawFd,
+}
+
+impl ProxyListener {
+    /// Waits for the init to send the listener (it does so before the program starts).
+    pub fn receive(self) -> std::io::Result<std::net::TcpListener> {
+        let received = sys::recv_fds(self.sock);
+        match received? {
+            Some(mut fds) if fds.len() == 1 => match fds.pop() {
+                Some(fd) => Ok(std::net::TcpListener::from(fd)),
+                None => Err(std::io::Error::other("no listener arrived")),
+            },
+            Some(_) => Err(std::io::Error::other(
+                "the sandbox sent other than one listener",
+            )),
+            None => Err(std::io::Error::other(
+                "the sandbox ended before it made the proxy's listener",
+            )),
+        }
+    }
+}
+
+impl Drop for ProxyListener {
+    fn drop(&mut self) {
+        sys::close(self.sock);
     }
 }
 
@@ -795,6 +886,7 @@ pub struct RunningSandbox {
     temp_dir: PathBuf,
     warnings: Vec<String>,
     mediator: crate::mediate::MediatorProcess,
+    proxy_listener: Option<ProxyListener>,
 }
 
 /// Why a run was stopped by stockade rather than ending by itself.
@@ -864,6 +956,12 @@ impl RunningSandbox {
     /// The sandbox's init process (PID 1 inside), as the supervisor sees it.
     pub fn pid(&self) -> i32 {
         self.pid
+    }
+
+    /// The proxy's listener, when the policy's network goes through the proxy (`net.allow`): the caller
+    /// must serve it (`stockade-net`), or the program has no network at all. Taken once.
+    pub fn take_proxy_listener(&mut self) -> Option<ProxyListener> {
+        self.proxy_listener.take()
     }
 
     /// Kills the whole tree now.

@@ -427,6 +427,36 @@ pub(crate) fn children_max_rss() -> u64 {
     (ru.ru_maxrss.max(0) as u64).saturating_mul(1024)
 }
 
+/// A TCP socket listening on 127.0.0.1:`port` in the current network namespace, close-on-exec.
+/// Allocates nothing: the sandbox's init calls it.
+pub(crate) fn loopback_listener(port: u16) -> io::Result<RawFd> {
+    // SAFETY: plain socket call.
+    let fd =
+        check(unsafe { libc::socket(libc::AF_INET, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0) })?;
+    // SAFETY: sockaddr_in is plain data.
+    let mut addr: libc::sockaddr_in = unsafe { std::mem::zeroed() };
+    addr.sin_family = libc::AF_INET as libc::sa_family_t;
+    addr.sin_port = port.to_be();
+    addr.sin_addr.s_addr = u32::from(std::net::Ipv4Addr::LOCALHOST).to_be();
+    // SAFETY: a valid sockaddr_in of the size given.
+    let bound = check(unsafe {
+        libc::bind(
+            fd,
+            (&addr as *const libc::sockaddr_in).cast(),
+            std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t,
+        )
+    })
+    // SAFETY: plain listen call on the socket just bound.
+    .and_then(|_| check(unsafe { libc::listen(fd, 1024) }));
+    match bound {
+        Ok(_) => Ok(fd),
+        Err(e) => {
+            close(fd);
+            Err(e)
+        }
+    }
+}
+
 /// Brings the loopback interface up in the current network namespace.
 pub(crate) fn loopback_up() -> io::Result<()> {
     // SAFETY: plain socket call.

@@ -9,6 +9,7 @@ mod run_env;
 mod run_fs;
 mod run_kernel;
 mod run_limits;
+mod run_net;
 mod run_process;
 mod run_work;
 mod soundness;

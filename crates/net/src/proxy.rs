@@ -1,0 +1,501 @@
+//! The proxy: one listener, three ways in (HTTP `CONNECT`, absolute-form HTTP, SOCKS5), one decision.
+
+use std::convert::Infallible;
+use std::io;
+use std::net::{IpAddr, SocketAddr, TcpListener};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use http_body_util::combinators::BoxBody;
+use http_body_util::{BodyExt, Full};
+use hyper::body::{Bytes, Incoming};
+use hyper::header::{HeaderName, HeaderValue};
+use hyper::{Method, Request, Response, StatusCode};
+use hyper_util::rt::TokioIo;
+use serde::Serialize;
+use stockade_policy::{NetDecision, NetRules};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+use crate::resolve::Resolver;
+
+/// Refusals kept whole in a [`NetReport`]; all are counted.
+const KEPT_REFUSALS: usize = 256;
+
+/// What the proxy is told.
+#[derive(Debug, Clone)]
+pub struct ProxyConfig {
+    /// The hosts it lets through.
+    pub rules: NetRules,
+    /// How it resolves names.
+    pub resolver: Resolver,
+    /// How long one connection attempt to one address may take.
+    pub connect_timeout: Duration,
+}
+
+impl ProxyConfig {
+    /// These rules, the system's resolver, and a 10 s connect timeout.
+    pub fn new(rules: NetRules) -> io::Result<Self> {
+        Ok(ProxyConfig {
+            rules,
+            resolver: Resolver::new()?,
+            connect_timeout: Duration::from_secs(10),
+        })
+    }
+}
+
+/// How a program asked for a connection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Protocol {
+    /// HTTP `CONNECT host:port` (a tunnel; HTTPS goes this way).
+    Connect,
+    /// A plain HTTP request in absolute form (`GET http://host/path`).
+    Http,
+    /// SOCKS5 `CONNECT`, with a host name or an address.
+    Socks5,
+}
+
+impl Protocol {
+    /// The name used in reports and the audit log.
+    pub fn name(self) -> &'static str {
+        match self {
+            Protocol::Connect => "http-connect",
+            Protocol::Http => "http",
+            Protocol::Socks5 => "socks5",
+        }
+    }
+}
+
+/// One connection the proxy refused.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct NetRefusal {
+    /// How it was asked for.
+    pub protocol: Protocol,
+    /// The host as the program named it.
+    pub host: String,
+    /// The port.
+    pub port: u16,
+    /// The deciding rule, when a `deny` rule decided.
+    pub rule: Option<String>,
+    /// Why, with what to change.
+    pub reason: String,
+}
+
+/// What the proxy did in one run.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct NetReport {
+    /// Connections made.
+    pub allowed_connections: u64,
+    /// Connections refused by the rules.
+    pub refused_connections: u64,
+    /// The refusals, whole (at most 256; `refused_connections` counts them all).
+    pub refusals: Vec<NetRefusal>,
+}
+
+#[derive(Debug)]
+struct State {
+    config: ProxyConfig,
+    allowed: AtomicU64,
+    refused: AtomicU64,
+    refusals: Mutex<Vec<NetRefusal>>,
+}
+
+/// Why a connection was not made.
+#[derive(Debug)]
+enum OpenError {
+    /// The rules refused it.
+    Refused(NetRefusal),
+    /// Allowed, but the name did not resolve or no address answered.
+    Unreachable(String),
+}
+
+impl State {
+    fn refuse(&self, refusal: NetRefusal) -> OpenError {
+        self.refused.fetch_add(1, Ordering::Relaxed);
+        let mut kept = self.refusals.lock().unwrap_or_else(PoisonError::into_inner);
+        if kept.len() < KEPT_REFUSALS {
+            kept.push(refusal.clone());
+        }
+        OpenError::Refused(refusal)
+    }
+
+    /// Decides the host, resolves it, decides each address, and connects to the first allowed address
+    /// that answers: the address connected to is always one that was judged.
+    async fn open(
+        &self,
+        protocol: Protocol,
+        host: &str,
+        port: u16,
+    ) -> Result<TcpStream, OpenError> {
+        let refusal = |rule: Option<String>, reason: String| NetRefusal {
+            protocol,
+            host: host.to_string(),
+            port,
+            rule,
+            reason,
+        };
+        if let NetDecision::Deny { rule, reason } = self.config.rules.decide(host, port) {
+            return Err(self.refuse(refusal(rule, reason)));
+        }
+        let addresses = self
+            .config
+            .resolver
+            .resolve(host, port)
+            .await
+            .map_err(|e| OpenError::Unreachable(format!("cannot resolve {host}: {e}")))?;
+        let mut allowed: Vec<IpAddr> = Vec::new();
+        let mut first_denial = None;
+        for ip in addresses {
+            let special = self.config.resolver.classify(ip);
+            match self.config.rules.decide_address(host, ip, port, special) {
+                NetDecision::Allow { .. } => allowed.push(ip),
+                NetDecision::Deny { rule, reason } => {
+                    first_denial.get_or_insert((rule, reason));
+                }
+            }
+        }
+        if allowed.is_empty() {
+            return Err(match first_denial {
+                Some((rule, reason)) => self.refuse(refusal(rule, reason)),
+                None => OpenError::Unreachable(format!("{host} has no address")),
+            });
+        }
+        let mut last = String::new();
+        for ip in allowed {
+            let attempt =
+                tokio::time::timeout(self.config.connect_timeout, TcpStream::connect((ip, port)))
+                    .await;
+            match attempt {
+                Ok(Ok(stream)) => {
+                    let _ = stream.set_nodelay(true);
+                    self.allowed.fetch_add(1, Ordering::Relaxed);
+                    return Ok(stream);
+                }
+                Ok(Err(e)) => last = format!("{}: {e}", SocketAddr::new(ip, port)),
+                Err(_) => last = format!("{}: timed out", SocketAddr::new(ip, port)),
+            }
+        }
+        Err(OpenError::Unreachable(format!(
+            "cannot connect to {host}:{port} ({last})"
+        )))
+    }
+}
+
+/// A proxy serving one sandbox, on its own threads, until [`Proxy::finish`].
+#[derive(Debug)]
+pub struct Proxy {
+    thread: Option<std::thread::JoinHandle<io::Result<()>>>,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    state: Arc<State>,
+}
+
+impl Proxy {
+    /// Starts serving. `listener` is called on the proxy's thread and yields the socket to accept on (the
+    /// sandbox's, which arrives from its init while the supervisor goes on).
+    pub fn start<F>(listener: F, config: ProxyConfig) -> io::Result<Proxy>
+    where
+        F: FnOnce() -> io::Result<TcpListener> + Send + 'static,
+    {
+        let state = Arc::new(State {
+            config,
+            allowed: AtomicU64::new(0),
+            refused: AtomicU64::new(0),
+            refusals: Mutex::new(Vec::new()),
+        });
+        let (stop, stopped) = tokio::sync::oneshot::channel();
+        let served = state.clone();
+        let thread = std::thread::Builder::new()
+            .name("stockade-proxy".into())
+            .spawn(move || {
+                let runtime = tokio::runtime::Builder::new_multi_thread()
+                    .worker_threads(2)
+                    .thread_name("stockade-proxy")
+                    .enable_all()
+                    .build()?;
+                runtime.block_on(async move {
+                    let listener = listener()?;
+                    listener.set_nonblocking(true)?;
+                    let listener = tokio::net::TcpListener::from_std(listener)?;
+                    serve(listener, served, stopped).await
+                })
+            })?;
+        Ok(Proxy {
+            thread: Some(thread),
+            stop: Some(stop),
+            state,
+        })
+    }
+
+    /// Stops serving (open connections are cut) and reports what was allowed and refused.
+    pub fn finish(mut self) -> NetReport {
+        self.shutdown();
+        let refusals = self
+            .state
+            .refusals
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone();
+        NetReport {
+            allowed_connections: self.state.allowed.load(Ordering::Relaxed),
+            refused_connections: self.state.refused.load(Ordering::Relaxed),
+            refusals,
+        }
+    }
+
+    fn shutdown(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+impl Drop for Proxy {
+    fn drop(&mut self) {
+        self.shutdown();
+    }
+}
+
+async fn serve(
+    listener: tokio::net::TcpListener,
+    state: Arc<State>,
+    mut stopped: tokio::sync::oneshot::Receiver<()>,
+) -> io::Result<()> {
+    loop {
+        tokio::select! {
+            _ = &mut stopped => return Ok(()),
+            accepted = listener.accept() => {
+                // A failed accept (a connection reset while queued, descriptors exhausted) ends only that
+                // connection; the listener stays.
+                let Ok((stream, _)) = accepted else { continue };
+                let state = state.clone();
+                tokio::spawn(async move {
+                    let _ = stream.set_nodelay(true);
+                    let _ = handle(stream, state).await;
+                });
+            }
+        }
+    }
+}
+
+/// Tells SOCKS5 (its first byte is the version, 5) from HTTP (a method's first letter).
+async fn handle(stream: TcpStream, state: Arc<State>) -> io::Result<()> {
+    let mut first = [0u8; 1];
+    if stream.peek(&mut first).await? == 0 {
+        return Ok(());
+    }
+    if first[0] == 5 {
+        return socks5(stream, state).await;
+    }
+    let service = hyper::service::service_fn(move |req| http(req, state.clone()));
+    hyper::server::conn::http1::Builder::new()
+        .preserve_header_case(true)
+        .title_case_headers(true)
+        .serve_connection(TokioIo::new(stream), service)
+        .with_upgrades()
+        .await
+        .map_err(io::Error::other)
+}
+
+type Body = BoxBody<Bytes, hyper::Error>;
+
+fn text(status: StatusCode, message: &str) -> Response<Body> {
+    let mut response = Response::new(
+        Full::new(Bytes::from(format!("stockade: {message}\n")))
+            .map_err(|never| match never {})
+            .boxed(),
+    );
+    *response.status_mut() = status;
+    response.headers_mut().insert(
+        hyper::header::CONTENT_TYPE,
+        HeaderValue::from_static("text/plain; charset=utf-8"),
+    );
+    response
+}
+
+fn open_error(error: OpenError) -> Response<Body> {
+    match error {
+        OpenError::Refused(r) => text(StatusCode::FORBIDDEN, &r.reason),
+        OpenError::Unreachable(why) => text(StatusCode::BAD_GATEWAY, &why),
+    }
+}
+
+/// Headers that belong to one hop and are not forwarded.
+const HOP_BY_HOP: &[&str] = &[
+    "connection",
+    "proxy-connection",
+    "keep-alive",
+    "proxy-authorization",
+    "proxy-authenticate",
+    "te",
+    "trailer",
+    "upgrade",
+];
+
+async fn http(req: Request<Incoming>, state: Arc<State>) -> Result<Response<Body>, Infallible> {
+    if req.method() == Method::CONNECT {
+        return Ok(connect(req, state).await);
+    }
+    Ok(forward(req, state).await)
+}
+
+async fn connect(req: Request<Incoming>, state: Arc<State>) -> Response<Body> {
+    let Some((host, Some(port))) = req
+        .uri()
+        .authority()
+        .map(|a| (a.host().to_string(), a.port_u16()))
+    else {
+        return text(
+            StatusCode::BAD_REQUEST,
+            "CONNECT needs host:port, e.g. CONNECT example.com:443",
+        );
+    };
+    let upstream = match state.open(Protocol::Connect, &host, port).await {
+        Ok(s) => s,
+        Err(e) => return open_error(e),
+    };
+    tokio::spawn(async move {
+        if let Ok(upgraded) = hyper::upgrade::on(req).await {
+            let mut client = TokioIo::new(upgraded);
+            let mut upstream = upstream;
+            let _ = tokio::io::copy_bidirectional(&mut client, &mut upstream).await;
+        }
+    });
+    Response::new(
+        http_body_util::Empty::new()
+            .map_err(|never| match never {})
+            .boxed(),
+    )
+}
+
+async fn forward(mut req: Request<Incoming>, state: Arc<State>) -> Response<Body> {
+    let uri = req.uri().clone();
+    match uri.scheme_str() {
+        Some("http") => {}
+        Some(other) => {
+            return text(
+                StatusCode::BAD_REQUEST,
+                &format!(
+                    "the proxy forwards only http:// requests; {other}:// goes through CONNECT"
+                ),
+            );
+        }
+        None => {
+            return text(
+                StatusCode::BAD_REQUEST,
+                "this is stockade's network proxy: use it as an HTTP proxy (HTTP_PROXY), not as a server",
+            );
+        }
+    }
+    let Some(host) = uri.host().map(str::to_string) else {
+        return text(StatusCode::BAD_REQUEST, "the request names no host");
+    };
+    let port = uri.port_u16().unwrap_or(80);
+    let upstream = match state.open(Protocol::Http, &host, port).await {
+        Ok(s) => s,
+        Err(e) => return open_error(e),
+    };
+    let handshake = hyper::client::conn::http1::Builder::new()
+        .preserve_header_case(true)
+        .title_case_headers(true)
+        .handshake(TokioIo::new(upstream))
+        .await;
+    let (mut sender, connection) = match handshake {
+        Ok(pair) => pair,
+        Err(e) => return text(StatusCode::BAD_GATEWAY, &format!("{host}:{port}: {e}")),
+    };
+    tokio::spawn(connection);
+    let origin_form = uri
+        .path_and_query()
+        .map_or("/", |p| p.as_str())
+        .parse()
+        .unwrap_or_default();
+    *req.uri_mut() = origin_form;
+    let headers = req.headers_mut();
+    // Headers the client listed in Connection are hop-by-hop too.
+    let listed: Vec<HeaderName> = headers
+        .get_all(hyper::header::CONNECTION)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .filter_map(|name| HeaderName::try_from(name.trim()).ok())
+        .collect();
+    for name in HOP_BY_HOP {
+        headers.remove(*name);
+    }
+    for name in listed {
+        headers.remove(name);
+    }
+    match sender.send_request(req).await {
+        Ok(response) => response.map(BodyExt::boxed),
+        Err(e) => text(StatusCode::BAD_GATEWAY, &format!("{host}:{port}: {e}")),
+    }
+}
+
+/// SOCKS5 (RFC 1928): no authentication, `CONNECT` only, with an IPv4, IPv6 or domain-name address.
+async fn socks5(mut stream: TcpStream, state: Arc<State>) -> io::Result<()> {
+    let mut head = [0u8; 2];
+    stream.read_exact(&mut head).await?;
+    let mut methods = vec![0u8; usize::from(head[1])];
+    stream.read_exact(&mut methods).await?;
+    if !methods.contains(&0) {
+        // No acceptable method.
+        return stream.write_all(&[5, 0xff]).await;
+    }
+    stream.write_all(&[5, 0]).await?;
+    let mut request = [0u8; 4];
+    stream.read_exact(&mut request).await?;
+    let [version, command, _, kind] = request;
+    if version != 5 {
+        return Ok(());
+    }
+    let host = match kind {
+        1 => {
+            let mut a = [0u8; 4];
+            stream.read_exact(&mut a).await?;
+            IpAddr::from(a).to_string()
+        }
+        4 => {
+            let mut a = [0u8; 16];
+            stream.read_exact(&mut a).await?;
+            IpAddr::from(a).to_string()
+        }
+        3 => {
+            let len = stream.read_u8().await?;
+            let mut name = vec![0u8; usize::from(len)];
+            stream.read_exact(&mut name).await?;
+            match String::from_utf8(name) {
+                Ok(n) => n,
+                // 1: general failure.
+                Err(_) => return reply(&mut stream, 1).await,
+            }
+        }
+        // 8: address type not supported.
+        _ => return reply(&mut stream, 8).await,
+    };
+    let port = stream.read_u16().await?;
+    if command != 1 {
+        // 7: command not supported (BIND and UDP ASSOCIATE are not offered).
+        return reply(&mut stream, 7).await;
+    }
+    match state.open(Protocol::Socks5, &host, port).await {
+        Ok(mut upstream) => {
+            reply(&mut stream, 0).await?;
+            tokio::io::copy_bidirectional(&mut stream, &mut upstream)
+                .await
+                .map(drop)
+        }
+        // 2: connection not allowed by ruleset.
+        Err(OpenError::Refused(_)) => reply(&mut stream, 2).await,
+        // 4: host unreachable.
+        Err(OpenError::Unreachable(_)) => reply(&mut stream, 4).await,
+    }
+}
+
+async fn reply(stream: &mut TcpStream, code: u8) -> io::Result<()> {
+    stream.write_all(&[5, code, 0, 1, 0, 0, 0, 0, 0, 0]).await
+}
