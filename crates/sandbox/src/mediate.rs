@@ -651,6 +651,9 @@ impl Mediator<'_> {
             return Err(libc::EISDIR);
         }
         let exists = kind.is_ok();
+        if exists && flags & libc::O_EXCL != 0 {
+            return Err(libc::EEXIST);
+        }
         let (flags, name) = if exists {
             // Not a creation: the open's own access, and O_CREAT dropped so that a file removed in the
             // meantime is not created unchecked.
@@ -687,6 +690,7 @@ impl Mediator<'_> {
         let path = call.read_path(path_ptr)?;
         let r = self.resolve(call, dirfd, &path, false)?;
         if !r.is_dot && !r.magic {
+            already_there(&r)?;
             self.check(name, &r.path, Access::Write)?;
         }
         let umask = self.umask_of(call);
@@ -712,6 +716,7 @@ impl Mediator<'_> {
         let path = call.read_path(path_ptr)?;
         let r = self.resolve(call, dirfd, &path, false)?;
         if !r.is_dot && !r.magic {
+            already_there(&r)?;
             self.check("symlink", &r.path, Access::Write)?;
         }
         sys::symlink_at(&cstr(&target), r.dir.as_raw_fd(), &r.name).map_err(|e| errno(&e))?;
@@ -759,6 +764,9 @@ impl Mediator<'_> {
         if f.magic || t.magic {
             return Err(libc::EXDEV);
         }
+        if name == "link" && !t.is_dot {
+            already_there(&t)?;
+        }
         for end in [&f, &t] {
             if !end.is_dot {
                 self.check(name, &end.path, Access::Write)?;
@@ -801,7 +809,7 @@ impl Mediator<'_> {
         len: usize,
     ) -> Result<Answer, i32> {
         let (family, addr) = call.socket_address(addr_ptr, len)?;
-        let sock = call.socket(sockfd)?;
+        let sock = call.socket(self.proc.as_raw_fd(), sockfd)?;
         if family != libc::AF_UNIX {
             // Another family reaches only what the network namespace holds (the socket's own, whichever
             // process connects it); the connect may take long, so it is made on its own thread.
@@ -890,7 +898,7 @@ impl Mediator<'_> {
             return Err(libc::EINVAL);
         }
         self.check("bind", &r.path, Access::Write)?;
-        let sock = call.socket(sockfd)?;
+        let sock = call.socket(self.proc.as_raw_fd(), sockfd)?;
         let umask = self.umask_of(call);
         // Bound from the directory checked, on a worker (its working directory and umask are its own).
         // The socket's own name is the last component only.
@@ -994,6 +1002,9 @@ impl Mediator<'_> {
             .map_err(|e| errno(&e))?;
             let name_c = cstr(name);
             let is_dot = name == b"." || name == b"..";
+            // `/proc/self/fd/N/name`, where N is a directory: the link led out of /proc to a real
+            // directory, and a name in it is judged by its path like any other.
+            let magic = magic && sys::is_procfs(dir.as_raw_fd()).unwrap_or(true);
             if magic {
                 return Ok(Resolved {
                     dir,
@@ -1033,6 +1044,16 @@ impl Mediator<'_> {
             });
         }
         Err(libc::ELOOP)
+    }
+}
+
+/// A name that exists already cannot be made (mkdir, mknod, symlink, link, `O_EXCL`): the kernel answers
+/// EEXIST before it asks whether the directory is writable, so the mediator must too. `mkdir -p` of an
+/// existing read-only directory (a home directory, say) is not a refusal.
+fn already_there(r: &Resolved) -> Result<(), i32> {
+    match sys::lstat_at(r.dir.as_raw_fd(), &r.name) {
+        Ok(_) => Err(libc::EEXIST),
+        Err(_) => Ok(()),
     }
 }
 
@@ -1193,8 +1214,20 @@ impl Call {
     }
 
     /// A duplicate of the caller's socket `fd`.
-    fn socket(&self, fd: i32) -> Result<OwnedFd, i32> {
-        let pidfd = sys::pidfd_open(self.pid).map_err(|e| errno(&e))?;
+    /// A seccomp notification names the calling thread, which in a multi-threaded program is rarely the
+    /// leader of its group: a thread pidfd where the kernel has them, else the leader's.
+    fn socket(&self, proc: RawFd, fd: i32) -> Result<OwnedFd, i32> {
+        let pidfd = match sys::pidfd_open_thread(self.pid) {
+            Err(e) if errno(&e) == libc::EINVAL => {
+                let tgid = self
+                    .status_field(proc, "Tgid:")
+                    .and_then(|v| v.parse().ok())
+                    .ok_or(libc::ESRCH)?;
+                sys::pidfd_open(tgid)
+            }
+            other => other,
+        }
+        .map_err(|e| errno(&e))?;
         let pidfd = OwnedGuard(pidfd);
         self.still_valid()?;
         sys::pidfd_getfd(pidfd.0, fd).map_err(|e| errno(&e))
@@ -1202,21 +1235,26 @@ impl Call {
 
     /// The caller's umask (022 when it cannot be read), from the host's `/proc`.
     fn umask(&self, proc: RawFd) -> u32 {
-        let Ok(file) = sys::openat(
+        self.status_field(proc, "Umask:")
+            .and_then(|v| u32::from_str_radix(&v, 8).ok())
+            .unwrap_or(0o022)
+    }
+
+    /// One field of the caller's `/proc/<tid>/status` (the host's `/proc`), trimmed.
+    fn status_field(&self, proc: RawFd, field: &str) -> Option<String> {
+        let file = sys::openat(
             proc,
             &cstr(format!("{}/status", self.pid).as_bytes()),
             libc::O_RDONLY | libc::O_CLOEXEC,
             0,
-        ) else {
-            return 0o022;
-        };
+        )
+        .ok()?;
         let mut buf = [0u8; 4096];
         let n = sys::read(file.as_raw_fd(), &mut buf).unwrap_or(0);
-        let text = String::from_utf8_lossy(&buf[..n]);
+        let text = String::from_utf8_lossy(buf.get(..n)?);
         text.lines()
-            .find_map(|l| l.strip_prefix("Umask:"))
-            .and_then(|v| u32::from_str_radix(v.trim(), 8).ok())
-            .unwrap_or(0o022)
+            .find_map(|l| l.strip_prefix(field))
+            .map(|v| v.trim().to_string())
     }
 }
 

@@ -327,6 +327,16 @@ pub(crate) fn pidfd_open(pid: pid_t) -> io::Result<RawFd> {
     check_long(unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) }).map(|fd| fd as RawFd)
 }
 
+/// `PIDFD_THREAD` (Linux 6.9): a pidfd for a thread that need not lead its thread group.
+const PIDFD_THREAD: c_int = libc::O_EXCL;
+
+/// A pidfd for any thread `tid`, with `PIDFD_THREAD` (Linux 6.9); EINVAL on older kernels.
+pub(crate) fn pidfd_open_thread(tid: pid_t) -> io::Result<RawFd> {
+    // SAFETY: integer arguments.
+    check_long(unsafe { libc::syscall(libc::SYS_pidfd_open, tid, PIDFD_THREAD) })
+        .map(|fd| fd as RawFd)
+}
+
 fn sigset(signals: &[c_int]) -> libc::sigset_t {
     // SAFETY: sigset_t is plain data, initialised by sigemptyset before use.
     let mut set: libc::sigset_t = unsafe { std::mem::zeroed() };
@@ -934,6 +944,15 @@ pub(crate) fn fstat_kind(fd: RawFd) -> io::Result<u32> {
     // SAFETY: an empty NUL-terminated name with AT_EMPTY_PATH names `fd` itself.
     check(unsafe { libc::fstatat(fd, c"".as_ptr(), &mut st, libc::AT_EMPTY_PATH) })?;
     Ok(st.st_mode & libc::S_IFMT)
+}
+
+/// Whether `fd` lies on a procfs.
+pub(crate) fn is_procfs(fd: RawFd) -> io::Result<bool> {
+    // SAFETY: `st` is plain data filled by the kernel.
+    let mut st: libc::statfs = unsafe { std::mem::zeroed() };
+    // SAFETY: a valid descriptor and a pointer to a statfs.
+    check(unsafe { libc::fstatfs(fd, &mut st) })?;
+    Ok(st.f_type == libc::PROC_SUPER_MAGIC)
 }
 
 /// `readlinkat(2)` into a new buffer.

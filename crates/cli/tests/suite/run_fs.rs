@@ -379,3 +379,45 @@ both_users! {
         }
     }
 }
+
+both_users! {
+    /// A name that exists already answers EEXIST, as the kernel does, not a refusal: `mkdir -p` of an
+    /// existing read-only directory succeeds (Claude Code does `mkdir -p $HOME` at start), and making any
+    /// existing protected name again says "File exists" and logs nothing.
+    fn existing_names_answer_eexist_not_a_refusal(d) {
+        d.mkdir("work/.vscode").write("work/.mcp.json", "{}\n");
+        let out = d.sh(&["--json"], "mkdir -p .vscode && echo mkdir-p-ok; mkdir .vscode; ln -s x .mcp.json; \
+                       python3 -c \"import os; os.open('.mcp.json', os.O_CREAT|os.O_EXCL|os.O_WRONLY)\" 2>&1 | tail -1");
+        out.ok().stdout_has("mkdir-p-ok").stdout_has("FileExistsError");
+        assert!(out.stderr.contains("mkdir: cannot create directory '.vscode': File exists")
+                || out.stderr.contains("mkdir: cannot create directory ‘.vscode’: File exists"), "{}", out.stderr);
+        out.stderr_has("'.mcp.json': File exists");
+        let outcome: serde_json::Value = serde_json::from_str(out.stdout.lines().last().unwrap()).unwrap();
+        assert_eq!(outcome["refused_calls"], 0, "{outcome}");
+    }
+}
+
+both_users! {
+    /// A name made through a directory descriptor's link (`/proc/self/fd/N/name`, as Claude Code writes
+    /// its Bash output) is judged by the real path: created in the project, refused in a read-only tree
+    /// and for a protected name.
+    fn creations_through_a_descriptor_link_are_judged_by_the_real_path(d) {
+        d.write("work/via_fd.py", r#"import os
+def make(directory, name):
+    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.close(os.open(f'/proc/self/fd/{fd}/{name}', os.O_CREAT | os.O_WRONLY, 0o644))
+        print('made', name)
+    except OSError as e:
+        print('refused', name, e.errno)
+make('.', 'out.txt')
+make('/usr', 'evil')
+make('.', '.mcp.json')
+"#);
+        d.sh(&[], "python3 via_fd.py")
+            .ok()
+            .stdout_has("made out.txt\nrefused evil 13\nrefused .mcp.json 13\n");
+        assert!(exists(&d.work().join("out.txt")));
+        assert!(!exists(&d.work().join(".mcp.json")));
+    }
+}

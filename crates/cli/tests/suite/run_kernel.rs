@@ -118,3 +118,31 @@ except OSError as e:\n        print('refused', p, e.strerror)\n";
         assert!(!exists(&d.path("work/.mcp.json")));
     }
 }
+
+both_users! {
+    /// A seccomp notification names the calling thread: a connect from a thread that does not lead its
+    /// process (as every HTTP client pool makes them) works like one from the main thread, for TCP on the
+    /// sandbox's loopback and for a Unix socket in the project.
+    fn connects_work_from_any_thread(d) {
+        d.write("work/threads.py", r#"import os, socket, threading
+tcp = socket.socket(); tcp.bind(('127.0.0.1', 0)); tcp.listen(8)
+unix = socket.socket(socket.AF_UNIX); unix.bind('s.sock'); unix.listen(8)
+results = []
+def client():
+    for family, address in [(socket.AF_INET, tcp.getsockname()), (socket.AF_UNIX, 's.sock')]:
+        for blocking in (True, False):
+            c = socket.socket(family)
+            c.setblocking(blocking)
+            try:
+                c.connect(address)
+                results.append('ok')
+            except BlockingIOError:
+                results.append('ok')
+            except OSError as e:
+                results.append(f'{family} {e}')
+t = threading.Thread(target=client); t.start(); t.join()
+print(threading.get_native_id() != t.native_id, results)
+"#);
+        d.sh(&[], "python3 threads.py").ok().stdout_has("True ['ok', 'ok', 'ok', 'ok']");
+    }
+}
