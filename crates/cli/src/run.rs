@@ -113,7 +113,7 @@ pub(crate) fn run(args: RunArgs, json: bool, audit: &AuditLog) -> anyhow::Result
         output::message(&format!("warning: {w}"));
     }
     let proxy_config = match policy.net().rules() {
-        Some(rules) => Some(proxy_config(rules)?),
+        Some(rules) => Some(proxy_config(rules, &policy)?),
         None => None,
     };
     let mut running = match sandbox.spawn() {
@@ -211,9 +211,26 @@ pub(crate) fn run(args: RunArgs, json: bool, audit: &AuditLog) -> anyhow::Result
 
 /// The proxy's settings: the policy's rules, and names pinned by the file `$STOCKADE_NET_HOSTS` names
 /// (`/etc/hosts` format), answered before the system's resolver.
-fn proxy_config(rules: &stockade_policy::NetRules) -> anyhow::Result<stockade_net::ProxyConfig> {
+fn proxy_config(
+    rules: &stockade_policy::NetRules,
+    policy: &stockade_policy::ResolvedPolicy,
+) -> anyhow::Result<stockade_net::ProxyConfig> {
     let mut config = stockade_net::ProxyConfig::new(rules.clone())
         .context("cannot read this host's interface addresses for the network proxy")?;
+    if !policy.gateways().is_empty() {
+        let mut routes = Vec::new();
+        for gateway in policy.gateways() {
+            let secrets = gateway_secrets(gateway, policy)?;
+            routes.push(
+                stockade_net::GatewayRoute::new(gateway.clone(), &secrets)
+                    .map_err(|e| anyhow!(e))?,
+            );
+        }
+        let bundle = std::env::var_os("SSL_CERT_FILE").map(std::path::PathBuf::from);
+        let roots = stockade_net::system_roots(bundle.as_deref())
+            .context("cannot load the trust roots the gateways verify their upstreams with")?;
+        config = config.with_gateways(routes, roots)?;
+    }
     if let Some(path) = std::env::var_os("STOCKADE_NET_HOSTS") {
         let text = std::fs::read_to_string(&path).with_context(|| {
             format!(
@@ -230,6 +247,62 @@ fn proxy_config(rules: &stockade_policy::NetRules) -> anyhow::Result<stockade_ne
         }
     }
     Ok(config)
+}
+
+/// Reads each header value of a gateway once, now, from the supervisor's environment or the env file the
+/// policy names. A value that would also be passed into the sandbox is refused: the point is that it is
+/// not there.
+fn gateway_secrets(
+    gateway: &stockade_policy::Gateway,
+    policy: &stockade_policy::ResolvedPolicy,
+) -> anyhow::Result<Vec<String>> {
+    let mut values = Vec::new();
+    for header in &gateway.headers {
+        if header.env_file.is_none() && policy.env().pass.contains(&header.env) {
+            bail!(
+                "gateway '{}' adds ${} as header '{}', but the profile also passes ${} into the sandbox; \
+                 remove it from env.pass (the gateway exists so that the key stays outside)",
+                gateway.name,
+                header.env,
+                header.name,
+                header.env
+            );
+        }
+        let value = match &header.env_file {
+            Some(file) => read_env_file(file)?
+                .into_iter()
+                .rev()
+                .find(|(k, _)| *k == header.env)
+                .map(|(_, v)| v)
+                .ok_or_else(|| {
+                    anyhow!(
+                        "gateway '{}': '{}' has no line {}=...",
+                        gateway.name,
+                        file.display(),
+                        header.env
+                    )
+                })?,
+            None => std::env::var(&header.env).map_err(|_| {
+                anyhow!(
+                    "gateway '{}' takes header '{}' from ${}, which is not set; export it where you run \
+                     stockade (it stays outside the sandbox), or name a file with env-file",
+                    gateway.name,
+                    header.name,
+                    header.env
+                )
+            })?,
+        };
+        if value.is_empty() {
+            bail!(
+                "gateway '{}': ${} is empty; header '{}' would carry no key",
+                gateway.name,
+                header.env,
+                header.name
+            );
+        }
+        values.push(value);
+    }
+    Ok(values)
 }
 
 /// The proxy's refusals into the audit log (layer `net`), the first few on stderr as the mediator's are.
@@ -284,6 +357,7 @@ fn print_plan(
             "plan": sandbox.plan(),
             "env": env,
             "net": policy.net(),
+            "gateways": policy.gateways(),
             "limits": policy.limits(),
             "warnings": sandbox.warnings(),
         }));
@@ -324,6 +398,22 @@ fn print_plan(
     ));
     text.push_str(&format!("  environment        {}\n", env.join(" ")));
     text.push_str(&format!("  network            {}\n", policy.net()));
+    for g in policy.gateways() {
+        let adds: Vec<String> = g
+            .headers
+            .iter()
+            .map(|h| format!("{} from ${}", h.name, h.env))
+            .collect();
+        text.push_str(&format!(
+            "  gateway {:<10} {} -> https://{}:{}{} (adds {})\n",
+            g.name,
+            g.local_url(stockade_sandbox::PROXY_PORT),
+            g.host,
+            g.port,
+            g.base_path,
+            adds.join(", ")
+        ));
+    }
     output::out(&text);
 }
 

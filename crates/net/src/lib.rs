@@ -27,9 +27,11 @@
 //! tunnel (domain fronting through a CDN that serves both). Only TCP is proxied: no UDP, so no QUIC and
 //! no DNS from inside. The host's addresses are read when the proxy starts.
 
+mod gateway;
 mod proxy;
 mod resolve;
 mod sys;
 
+pub use gateway::{GatewayRoute, system_roots};
 pub use proxy::{NetRefusal, NetReport, Protocol, Proxy, ProxyConfig};
 pub use resolve::Resolver;

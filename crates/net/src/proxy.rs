@@ -32,6 +32,10 @@ pub struct ProxyConfig {
     pub resolver: Resolver,
     /// How long one connection attempt to one address may take.
     pub connect_timeout: Duration,
+    /// The API gateways served under `/gateway/NAME/`.
+    pub gateways: Vec<crate::gateway::GatewayRoute>,
+    /// How gateways reach their upstreams (set with the gateways).
+    pub tls: Option<Arc<rustls::ClientConfig>>,
 }
 
 impl ProxyConfig {
@@ -41,7 +45,20 @@ impl ProxyConfig {
             rules,
             resolver: Resolver::new()?,
             connect_timeout: Duration::from_secs(10),
+            gateways: Vec::new(),
+            tls: None,
         })
+    }
+
+    /// Serves these gateways, reaching their upstreams over TLS with these roots.
+    pub fn with_gateways(
+        mut self,
+        gateways: Vec<crate::gateway::GatewayRoute>,
+        roots: rustls::RootCertStore,
+    ) -> io::Result<Self> {
+        self.gateways = gateways;
+        self.tls = Some(crate::gateway::client_config(roots).map_err(io::Error::other)?);
+        Ok(self)
     }
 }
 
@@ -90,15 +107,18 @@ pub struct NetReport {
     pub allowed_connections: u64,
     /// Connections refused by the rules.
     pub refused_connections: u64,
+    /// Requests passed through a gateway.
+    pub gateway_requests: u64,
     /// The refusals, whole (at most 256; `refused_connections` counts them all).
     pub refusals: Vec<NetRefusal>,
 }
 
 #[derive(Debug)]
-struct State {
-    config: ProxyConfig,
+pub(crate) struct State {
+    pub(crate) config: ProxyConfig,
     allowed: AtomicU64,
     refused: AtomicU64,
+    pub(crate) gateway_requests: AtomicU64,
     refusals: Mutex<Vec<NetRefusal>>,
 }
 
@@ -202,6 +222,7 @@ impl Proxy {
             config,
             allowed: AtomicU64::new(0),
             refused: AtomicU64::new(0),
+            gateway_requests: AtomicU64::new(0),
             refusals: Mutex::new(Vec::new()),
         });
         let (stop, stopped) = tokio::sync::oneshot::channel();
@@ -240,6 +261,7 @@ impl Proxy {
         NetReport {
             allowed_connections: self.state.allowed.load(Ordering::Relaxed),
             refused_connections: self.state.refused.load(Ordering::Relaxed),
+            gateway_requests: self.state.gateway_requests.load(Ordering::Relaxed),
             refusals,
         }
     }
@@ -301,9 +323,9 @@ async fn handle(stream: TcpStream, state: Arc<State>) -> io::Result<()> {
         .map_err(io::Error::other)
 }
 
-type Body = BoxBody<Bytes, hyper::Error>;
+pub(crate) type Body = BoxBody<Bytes, hyper::Error>;
 
-fn text(status: StatusCode, message: &str) -> Response<Body> {
+pub(crate) fn text(status: StatusCode, message: &str) -> Response<Body> {
     let mut response = Response::new(
         Full::new(Bytes::from(format!("stockade: {message}\n")))
             .map_err(|never| match never {})
@@ -335,6 +357,23 @@ const HOP_BY_HOP: &[&str] = &[
     "trailer",
     "upgrade",
 ];
+
+/// Removes the headers that belong to one hop, those the client listed in `Connection` included.
+pub(crate) fn remove_hop_by_hop(headers: &mut hyper::HeaderMap) {
+    let listed: Vec<HeaderName> = headers
+        .get_all(hyper::header::CONNECTION)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .filter_map(|name| HeaderName::try_from(name.trim()).ok())
+        .collect();
+    for name in HOP_BY_HOP {
+        headers.remove(*name);
+    }
+    for name in listed {
+        headers.remove(name);
+    }
+}
 
 async fn http(req: Request<Incoming>, state: Arc<State>) -> Result<Response<Body>, Infallible> {
     if req.method() == Method::CONNECT {
@@ -384,6 +423,9 @@ async fn forward(mut req: Request<Incoming>, state: Arc<State>) -> Response<Body
                 ),
             );
         }
+        None if uri.path().starts_with(stockade_policy::GATEWAY_PATH) => {
+            return crate::gateway::serve(req, &state).await;
+        }
         None => {
             return text(
                 StatusCode::BAD_REQUEST,
@@ -415,21 +457,7 @@ async fn forward(mut req: Request<Incoming>, state: Arc<State>) -> Response<Body
         .parse()
         .unwrap_or_default();
     *req.uri_mut() = origin_form;
-    let headers = req.headers_mut();
-    // Headers the client listed in Connection are hop-by-hop too.
-    let listed: Vec<HeaderName> = headers
-        .get_all(hyper::header::CONNECTION)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .flat_map(|v| v.split(','))
-        .filter_map(|name| HeaderName::try_from(name.trim()).ok())
-        .collect();
-    for name in HOP_BY_HOP {
-        headers.remove(*name);
-    }
-    for name in listed {
-        headers.remove(name);
-    }
+    remove_hop_by_hop(req.headers_mut());
     match sender.send_request(req).await {
         Ok(response) => response.map(BodyExt::boxed),
         Err(e) => text(StatusCode::BAD_GATEWAY, &format!("{host}:{port}: {e}")),

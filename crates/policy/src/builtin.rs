@@ -10,6 +10,8 @@ pub const BUILTIN_PROFILES: &[&str] = &[
     "read-only",
     "cross-project",
     "worktree",
+    "claude-code",
+    "codex",
     "system",
     "secrets",
 ];
@@ -180,6 +182,34 @@ fs.deny = [
   "${REPO_ROOT}", ".ittybitty/agents",
   "~/.cargo/credentials", "~/.cargo/credentials.toml", "~/.config/git/credentials",
 ]
+
+# The agent itself, confined whole: the project as in workspace-write, the agent's own state writable, its
+# API reached only through a gateway that adds the key the supervisor holds, and no other host unless the
+# user adds one (--net-allow). Inside, ANTHROPIC_BASE_URL points at the gateway and ANTHROPIC_API_KEY is a
+# placeholder; the real key is read from stockade's own environment when the run starts.
+[profile.claude-code]
+extends = "workspace-write"
+# Claude Code replaces ~/.claude.json by renaming a temporary file beside it.
+fs.write = [
+  "~/.claude", "~/.claude.json", "~/.claude.json.backup", "~/.claude.json.tmp.*", "~/.claude.json.lock",
+  "~/.cache/claude",
+]
+env.set = { CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC = "1", DISABLE_AUTOUPDATER = "1" }
+[profile.claude-code.gateway.anthropic]
+upstream = "https://api.anthropic.com"
+url-env = ["ANTHROPIC_BASE_URL"]
+placeholder-env = ["ANTHROPIC_API_KEY"]
+headers.x-api-key.env = "ANTHROPIC_API_KEY"
+
+# The same for Codex: its state in ~/.codex, the OpenAI API through a gateway that adds the bearer token.
+[profile.codex]
+extends = "workspace-write"
+fs.write = ["~/.codex"]
+[profile.codex.gateway.openai]
+upstream = "https://api.openai.com/v1"
+url-env = ["OPENAI_BASE_URL"]
+placeholder-env = ["OPENAI_API_KEY"]
+headers.authorization = { env = "OPENAI_API_KEY", format = "Bearer {}" }
 
 [profile.cross-project]
 extends = "system"

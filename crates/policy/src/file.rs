@@ -45,6 +45,10 @@ pub struct ProfileSpec {
     /// Network: `"none"` (default), `"all"`, or a table of hosts (`allow`, `deny`) reached through the
     /// proxy stockade serves into the sandbox.
     pub net: Option<NetSpec>,
+    /// API gateways by name: a local endpoint inside the sandbox that reaches an upstream HTTPS API with
+    /// headers (keys) the supervisor adds, so the key never enters the sandbox.
+    #[serde(default)]
+    pub gateway: BTreeMap<String, GatewaySpec>,
     /// Resource limits.
     #[serde(default)]
     pub limits: LimitsSpec,
@@ -189,6 +193,39 @@ pub enum NetMode {
     None,
     /// The host's network.
     All,
+}
+
+/// One API gateway: requests to `http://127.0.0.1:3128/gateway/NAME/...` inside the sandbox go to
+/// `UPSTREAM/...` over TLS, with `headers` set by the supervisor.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct GatewaySpec {
+    /// The upstream base URL: `https://host[:port][/path]`.
+    pub upstream: String,
+    /// Variables set inside to the gateway's local base URL (e.g. `ANTHROPIC_BASE_URL`).
+    #[serde(default)]
+    pub url_env: Vec<String>,
+    /// Headers set on every request (replacing any the program sent), by name: where each value comes
+    /// from, read once when the run starts.
+    #[serde(default)]
+    pub headers: BTreeMap<String, SecretSpec>,
+    /// Variables set inside to a placeholder, for clients that will not start without a key.
+    #[serde(default)]
+    pub placeholder_env: Vec<String>,
+}
+
+/// Where a gateway header's value comes from: a variable of the supervisor's environment, or of a
+/// `K=V` file (`env-file`), never the policy itself.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct SecretSpec {
+    /// The variable's name.
+    pub env: String,
+    /// Read the variable from this file (`K=V` lines) instead of the environment; variables such as
+    /// `${HOME}` are expanded.
+    pub env_file: Option<String>,
+    /// The value around the secret, with `{}` where it goes (e.g. `"Bearer {}"`); default the secret alone.
+    pub format: Option<String>,
 }
 
 /// A profile's `net`: a mode, or the hosts its proxy lets through.

@@ -65,12 +65,13 @@ pub use builtin::{
 pub use decide::{Decision, Denial, DenyCause, ExplainedRule, Explanation};
 pub use error::PolicyError;
 pub use file::{
-    BashMode, CommandsSpec, EnvSpec, FsSpec, HookSpec, LimitsSpec, NetMode, NetRulesSpec, NetSpec,
-    OnAllow, OnUnknowable, PolicyFile, ProfileSpec, ToolDefault, ToolsSpec, policy_schema,
+    BashMode, CommandsSpec, EnvSpec, FsSpec, GatewaySpec, HookSpec, LimitsSpec, NetMode,
+    NetRulesSpec, NetSpec, OnAllow, OnUnknowable, PolicyFile, ProfileSpec, SecretSpec, ToolDefault,
+    ToolsSpec, policy_schema,
 };
 pub use net::{
-    HostPattern, HostRule, NetAccess, NetDecision, NetRules, SpecialAddress, canonical_ip,
-    normalize_host, special_address,
+    GATEWAY_PATH, Gateway, GatewayHeader, HostPattern, HostRule, NetAccess, NetDecision, NetRules,
+    SpecialAddress, canonical_ip, normalize_host, special_address,
 };
 pub use path::{AbsPath, CanonicalPath, PathResolver};
 pub use resolve::{

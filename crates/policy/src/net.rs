@@ -75,7 +75,11 @@ impl fmt::Display for NetAccess {
                         .collect::<Vec<_>>()
                         .join(" ")
                 };
-                write!(f, "through the proxy: allow {}", list(&rules.allow))?;
+                if rules.allow.is_empty() {
+                    f.write_str("through the proxy: no host allowed")?;
+                } else {
+                    write!(f, "through the proxy: allow {}", list(&rules.allow))?;
+                }
                 if !rules.deny.is_empty() {
                     write!(f, "; deny {}", list(&rules.deny))?;
                 }
@@ -407,5 +411,137 @@ impl NetRules {
                 },
             },
         }
+    }
+}
+
+/// The path prefix under which the proxy serves gateways: `/gateway/NAME/...`.
+pub const GATEWAY_PATH: &str = "/gateway/";
+
+/// One API gateway, resolved: where it leads and which headers it adds. The header values are not
+/// here: the policy says where they come from ([`GatewayHeader`]); the supervisor reads them when a run
+/// starts, and they never enter the sandbox.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Gateway {
+    /// Its name: the path segment after `/gateway/`.
+    pub name: String,
+    /// The upstream host.
+    pub host: String,
+    /// The upstream port (443 unless the URL says otherwise).
+    pub port: u16,
+    /// The upstream base path, without a trailing `/` (empty for the root).
+    pub base_path: String,
+    /// Variables set inside to the local base URL.
+    pub url_env: Vec<String>,
+    /// Headers added to each request.
+    pub headers: Vec<GatewayHeader>,
+    /// Variables set inside to a placeholder key.
+    pub placeholder_env: Vec<String>,
+}
+
+/// A header a gateway adds, and where its value comes from.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct GatewayHeader {
+    /// The header name, lower case.
+    pub name: String,
+    /// The variable holding the secret.
+    pub env: String,
+    /// The `K=V` file to read it from instead of the supervisor's environment.
+    pub env_file: Option<std::path::PathBuf>,
+    /// The value around the secret, `{}` where it goes.
+    pub format: String,
+}
+
+impl Gateway {
+    /// The base URL a program inside uses, on the proxy's port.
+    pub fn local_url(&self, port: u16) -> String {
+        format!("http://127.0.0.1:{port}{GATEWAY_PATH}{}", self.name)
+    }
+
+    /// Parses `https://host[:port][/path]` into a gateway named `name`.
+    pub(crate) fn parse(
+        name: &str,
+        spec: &crate::file::GatewaySpec,
+        expand: impl Fn(&str) -> Result<String, String>,
+    ) -> Result<Self, PolicyError> {
+        let location = format!("gateway '{name}'");
+        if name.is_empty()
+            || !name
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+        {
+            return Err(PolicyError::invalid(
+                &location,
+                "a gateway's name is one path segment",
+                "name it with letters, digits, '-' and '_'",
+            ));
+        }
+        let bad_url = |why: &str| {
+            PolicyError::invalid(
+                &location,
+                format!("upstream '{}' {why}", spec.upstream),
+                "write upstream = \"https://host[:port][/path]\"",
+            )
+        };
+        let rest = spec
+            .upstream
+            .strip_prefix("https://")
+            .ok_or_else(|| bad_url("is not an https:// URL (keys are sent only over TLS)"))?;
+        let (authority, path) = match rest.find('/') {
+            Some(i) => rest.split_at(i),
+            None => (rest, ""),
+        };
+        if authority.contains('@') || path.contains(['?', '#']) {
+            return Err(bad_url("has user info, a query or a fragment"));
+        }
+        let rule = HostRule::parse(authority).map_err(|_| bad_url("has no valid host"))?;
+        let host = match &rule.host {
+            HostPattern::Name(n) => n.clone(),
+            HostPattern::Address(a) => a.to_string(),
+            HostPattern::Subdomains(_) => return Err(bad_url("names a pattern, not a host")),
+        };
+        let mut headers = Vec::new();
+        for (header, secret) in &spec.headers {
+            let lower = header.to_ascii_lowercase();
+            if lower.is_empty()
+                || !lower
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b"-_".contains(&b))
+            {
+                return Err(PolicyError::invalid(
+                    &location,
+                    format!("'{header}' is not a header name"),
+                    "use letters, digits and '-'",
+                ));
+            }
+            let format = secret.format.clone().unwrap_or_else(|| "{}".into());
+            if format.matches("{}").count() != 1 {
+                return Err(PolicyError::invalid(
+                    &location,
+                    format!("the format of header '{header}' must hold exactly one {{}}"),
+                    "write e.g. format = \"Bearer {}\"",
+                ));
+            }
+            let env_file = secret
+                .env_file
+                .as_deref()
+                .map(|f| expand(f).map(std::path::PathBuf::from))
+                .transpose()
+                .map_err(|m| PolicyError::invalid(&location, m, "fix env-file"))?;
+            headers.push(GatewayHeader {
+                name: lower,
+                env: secret.env.clone(),
+                env_file,
+                format,
+            });
+        }
+        Ok(Gateway {
+            name: name.to_string(),
+            host,
+            port: rule.port.unwrap_or(443),
+            base_path: path.trim_end_matches('/').to_string(),
+            url_env: spec.url_env.clone(),
+            headers,
+            placeholder_env: spec.placeholder_env.clone(),
+        })
     }
 }

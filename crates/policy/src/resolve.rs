@@ -14,7 +14,7 @@ use crate::error::PolicyError;
 use crate::file::{
     BashMode, NetMode, NetSpec, OnAllow, OnUnknowable, PolicyFile, ProfileSpec, ToolDefault,
 };
-use crate::net::{HostRule, NetAccess, NetRules};
+use crate::net::{Gateway, HostRule, NetAccess, NetRules};
 use crate::path::{AbsPath, CanonicalPath, LstatCache, PathMap, PathResolver};
 use crate::scope::{GlobTarget, PathTarget, RuleId, RuleSource, Scope, ScopeKind, ScopeTarget};
 use crate::units::{parse_duration, parse_size};
@@ -208,6 +208,7 @@ impl PolicyBuilder {
         let mut commands_allow = Vec::new();
         let mut hook = HookRules::default();
         let mut net = NetAccess::None;
+        let mut gateways: std::collections::BTreeMap<String, Gateway> = Default::default();
         let mut limits = Limits::default();
 
         for link in &chain {
@@ -286,6 +287,10 @@ impl PolicyBuilder {
             }
             if let Some(n) = &spec.net {
                 net = apply_net(net, n)?;
+            }
+            for (name, g) in &spec.gateway {
+                let gateway = Gateway::parse(name, g, |t| vars.expand(t))?;
+                gateways.insert(name.clone(), gateway);
             }
             limits.apply(&spec.limits, &here)?;
         }
@@ -394,6 +399,21 @@ impl PolicyBuilder {
             )?;
         }
         limits.override_with(&self.limits);
+        // A gateway is served on the proxy's port, inside a private network namespace.
+        if !gateways.is_empty() {
+            net = match net {
+                NetAccess::None => NetAccess::Filtered(NetRules::default()),
+                NetAccess::All => {
+                    return Err(PolicyError::invalid(
+                        format!("profile '{name}'"),
+                        "a gateway needs the sandbox's private network (net = \"none\" or an allowlist), \
+                         but net is \"all\"",
+                        "drop net = \"all\" (or --net) and allow the hosts the program needs",
+                    ));
+                }
+                filtered @ NetAccess::Filtered(_) => filtered,
+            };
+        }
 
         let policy = ResolvedPolicy::index(
             name,
@@ -402,7 +422,7 @@ impl PolicyBuilder {
             tools,
             commands_allow,
             hook,
-            net,
+            (net, gateways.into_values().collect()),
             limits,
             vars,
         )?;
@@ -941,6 +961,7 @@ pub struct ResolvedPolicy {
     pub(crate) commands_allow: Vec<String>,
     pub(crate) hook: HookRules,
     pub(crate) net: NetAccess,
+    pub(crate) gateways: Vec<Gateway>,
     pub(crate) limits: Limits,
     pub(crate) vars: Variables,
 }
@@ -997,7 +1018,7 @@ impl ResolvedPolicy {
         tools: ToolRules,
         commands_allow: Vec<String>,
         hook: HookRules,
-        net: NetAccess,
+        (net, gateways): (NetAccess, Vec<Gateway>),
         limits: Limits,
         vars: Variables,
     ) -> Result<Self, PolicyError> {
@@ -1030,6 +1051,7 @@ impl ResolvedPolicy {
             commands_allow,
             hook,
             net,
+            gateways,
             limits,
             vars,
         })
@@ -1135,6 +1157,11 @@ impl ResolvedPolicy {
     /// The network: none, all, or the hosts the proxy lets through.
     pub fn net(&self) -> &NetAccess {
         &self.net
+    }
+
+    /// The API gateways, by name.
+    pub fn gateways(&self) -> &[Gateway] {
+        &self.gateways
     }
 
     /// Limits.

@@ -91,8 +91,8 @@ pub use plan::{
     PlannedMount, Siblings,
 };
 pub use run::{
-    PROXY_PORT, ProxyListener, RunOutcome, RunningSandbox, Sandbox, SandboxBuilder, Stdio,
-    StopReason, new_temp_dir_path, proxy_env,
+    GATEWAY_PLACEHOLDER, PROXY_PORT, ProxyListener, RunOutcome, RunningSandbox, Sandbox,
+    SandboxBuilder, Stdio, StopReason, new_temp_dir_path, proxy_env,
 };
 
 /// The Landlock ABI this kernel offers (0 when Landlock is unavailable).

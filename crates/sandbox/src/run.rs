@@ -21,6 +21,9 @@ use crate::sys;
 /// network namespace is private, so the port is free there whatever the host runs.
 pub const PROXY_PORT: u16 = 3128;
 
+/// What a gateway's `placeholder-env` variables hold inside the sandbox: not a key.
+pub const GATEWAY_PLACEHOLDER: &str = "stockade-gateway-adds-the-key";
+
 /// The variables that point programs at the proxy: curl, git, pip, cargo and most HTTP libraries read
 /// the lower-case ones (curl ignores `HTTP_PROXY` for http, against "httpoxy"), npm and Go the upper-case
 /// ones, SOCKS clients `ALL_PROXY`, Node 24 and later `NODE_USE_ENV_PROXY`. Loopback stays direct: it is
@@ -297,7 +300,18 @@ impl SandboxBuilder {
         }
         let proxy_port = policy.net().rules().map(|_| PROXY_PORT);
         if let Some(port) = proxy_port {
-            for (k, v) in proxy_env(port) {
+            let mut vars = proxy_env(port);
+            // A gateway's base URL, and a placeholder where a client insists on a key of its own: the
+            // real key stays with the supervisor.
+            for gateway in policy.gateways() {
+                for k in &gateway.url_env {
+                    vars.push((k.clone(), gateway.local_url(port)));
+                }
+                for k in &gateway.placeholder_env {
+                    vars.push((k.clone(), GATEWAY_PLACEHOLDER.into()));
+                }
+            }
+            for (k, v) in vars {
                 env.retain(|(ek, _)| ek.as_os_str() != OsStr::new(&k));
                 env.push((k.into(), v.into()));
             }

@@ -11,7 +11,7 @@ use super::util::{KillOnDrop, TestDir, Who, landlock_ready};
 
 /// The Claude Code CLI: `$STOCKADE_CLAUDE`, or a loud skip (a failure under `STOCKADE_REQUIRE_CLAUDE=1`,
 /// which `.ci/run` sets after installing the pinned version).
-fn claude_bin() -> Option<PathBuf> {
+pub(super) fn claude_bin() -> Option<PathBuf> {
     let found = std::env::var_os("STOCKADE_CLAUDE")
         .map(PathBuf::from)
         .filter(|p| p.is_file());

@@ -160,3 +160,327 @@ fn net_rules_are_checked_before_anything_starts() {
     out.ok()
         .stdout_has("network            through the proxy: allow *.example.com:443");
 }
+
+/// A scripted Messages API over HTTPS at `api.gateway.test` (pinned to 127.0.0.1), with a certificate
+/// from a CA made for the test; logs every request with its headers.
+struct TlsApi {
+    _server: KillOnDrop,
+    port: String,
+    ca: std::path::PathBuf,
+    hosts: std::path::PathBuf,
+    log: std::path::PathBuf,
+}
+
+impl TlsApi {
+    fn start(d: &TestDir, script: serde_json::Value) -> TlsApi {
+        let dir = d.path("api");
+        std::fs::create_dir_all(&dir).unwrap();
+        let openssl = |args: &str| {
+            let st = std::process::Command::new("sh")
+                .args(["-c", &format!("openssl {args}")])
+                .current_dir(&dir)
+                .stderr(std::process::Stdio::null())
+                .status()
+                .unwrap();
+            assert!(st.success(), "openssl {args}");
+        };
+        let ec = "-newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes";
+        openssl(&format!(
+            "req -x509 {ec} -keyout ca.key -out ca.pem -days 2 -subj /CN=stockade-test-ca"
+        ));
+        openssl(&format!(
+            "req {ec} -keyout server.key -out server.csr -subj /CN=api.gateway.test"
+        ));
+        std::fs::write(dir.join("san.ext"), "subjectAltName=DNS:api.gateway.test\n").unwrap();
+        openssl(
+            "x509 -req -in server.csr -CA ca.pem -CAkey ca.key -CAcreateserial -out server.pem -days 2 -extfile san.ext",
+        );
+        std::fs::write(dir.join("script.json"), script.to_string()).unwrap();
+        let server = KillOnDrop(
+            std::process::Command::new("python3")
+                .arg(
+                    std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+                        .join("tests/fixtures/scripted_api.py"),
+                )
+                .args([
+                    dir.join("script.json"),
+                    dir.join("port"),
+                    dir.join("requests.jsonl"),
+                ])
+                .env("SCRIPTED_API_CERT", dir.join("server.pem"))
+                .env("SCRIPTED_API_KEY", dir.join("server.key"))
+                .spawn()
+                .unwrap(),
+        );
+        let mut port = String::new();
+        for _ in 0..200 {
+            if let Ok(p) = std::fs::read_to_string(dir.join("port")) {
+                port = p;
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(25));
+        }
+        assert!(!port.is_empty(), "the scripted API did not start");
+        std::fs::write(dir.join("hosts"), "127.0.0.1 api.gateway.test\n").unwrap();
+        TlsApi {
+            _server: server,
+            port,
+            ca: dir.join("ca.pem"),
+            hosts: dir.join("hosts"),
+            log: dir.join("requests.jsonl"),
+        }
+    }
+
+    fn requests(&self) -> Vec<serde_json::Value> {
+        std::fs::read_to_string(&self.log)
+            .unwrap_or_default()
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect()
+    }
+}
+
+/// Looks for the secret (given hex-encoded, so that no command line holds it) in every process's
+/// environment, command line and readable memory it can see, and in the files under the directories given.
+const FIND_SECRET: &str = r#"import os, sys
+secret = bytes.fromhex(sys.argv[1])
+found = []
+for pid in [p for p in os.listdir('/proc') if p.isdigit() and int(p) != os.getpid()]:
+    for name in ('environ', 'cmdline'):
+        try:
+            if secret in open(f'/proc/{pid}/{name}', 'rb').read():
+                found.append(f'{pid}/{name}')
+        except OSError:
+            pass
+    try:
+        with open(f'/proc/{pid}/maps') as maps, open(f'/proc/{pid}/mem', 'rb', 0) as mem:
+            for line in maps:
+                span, perms = line.split()[:2]
+                if 'r' not in perms:
+                    continue
+                start, end = (int(x, 16) for x in span.split('-'))
+                try:
+                    mem.seek(start)
+                    if secret in mem.read(end - start):
+                        found.append(f'{pid}/mem')
+                except (OSError, ValueError, OverflowError):
+                    pass
+    except OSError:
+        pass
+if secret in b''.join(f'{k}={v}'.encode() for k, v in os.environ.items()):
+    found.append('own environment')
+for top in sys.argv[2:]:
+    for root, dirs, files in os.walk(top):
+        for f in files:
+            try:
+                if secret in open(os.path.join(root, f), 'rb').read():
+                    found.append(os.path.join(root, f))
+            except OSError:
+                pass
+print('secret found in', found) if found else print('no trace of the secret')
+"#;
+
+fn hex(s: &str) -> String {
+    s.bytes().map(|b| format!("{b:02x}")).collect()
+}
+
+both_users! {
+    /// The gateway: the upstream gets the key in the headers the policy names (replacing the placeholder
+    /// the program sent), under the upstream's base path; inside, there is no trace of the key.
+    fn the_gateway_adds_the_key_that_never_enters_the_sandbox(d) {
+        let api = TlsApi::start(&d, serde_json::json!([]));
+        let secret = format!("sk-gateway-{}", unique_marker());
+        d.write("work/policy.toml", &format!(
+            "[profile.gw]\nextends = \"workspace-write\"\n\
+             [profile.gw.gateway.api]\nupstream = \"https://api.gateway.test:{}/base\"\n\
+             url-env = [\"API_BASE_URL\"]\nplaceholder-env = [\"API_KEY\"]\n\
+             headers.x-api-key.env = \"GATEWAY_TEST_KEY\"\n\
+             headers.authorization = {{ env = \"GATEWAY_TEST_KEY\", format = \"Bearer {{}}\" }}\n", api.port));
+        d.write("work/find_secret.py", FIND_SECRET);
+        d.write("work/call.py", "import os, urllib.request\n\
+            req = urllib.request.Request(os.environ['API_BASE_URL'] + '/v1/messages/count_tokens?beta=true', \
+            data=b'{}', headers={'x-api-key': os.environ['API_KEY'], 'content-type': 'application/json'})\n\
+            print('status', urllib.request.urlopen(req).status)\n");
+        let out = d
+            .stockade(["--json", "run", "--policy", "policy.toml", "--profile", "gw", "--", "sh", "-c",
+                       &format!("python3 call.py && python3 find_secret.py {} . \"$TMPDIR\" && echo \"key inside: $API_KEY\"",
+                                hex(&secret))])
+            .env("GATEWAY_TEST_KEY", &secret)
+            .env("SSL_CERT_FILE", api.ca.to_str().unwrap())
+            .env("STOCKADE_NET_HOSTS", api.hosts.to_str().unwrap())
+            .run();
+        out.ok()
+            .stdout_has("status 200")
+            .stdout_has("no trace of the secret")
+            .stdout_has("key inside: stockade-gateway-adds-the-key");
+        assert!(!out.stdout.contains(&secret) && !out.stderr.contains(&secret));
+        let outcome: serde_json::Value =
+            serde_json::from_str(out.stdout.lines().last().unwrap()).unwrap();
+        assert_eq!(outcome["net"]["gateway_requests"], 1, "{outcome}");
+        let requests = api.requests();
+        assert_eq!(requests.len(), 1, "{requests:?}");
+        assert_eq!(requests[0]["path"], "/base/v1/messages/count_tokens?beta=true");
+        assert_eq!(requests[0]["headers"]["x-api-key"], secret.as_str());
+        assert_eq!(requests[0]["headers"]["authorization"], format!("Bearer {secret}"));
+        assert_eq!(requests[0]["headers"]["host"], format!("api.gateway.test:{}", api.port));
+        let audit = std::fs::read_to_string(d.path("audit.jsonl")).unwrap_or_default();
+        assert!(!audit.contains(&secret));
+    }
+}
+
+#[test]
+fn a_gateway_without_its_key_or_with_the_key_passed_in_does_not_start() {
+    let d = TestDir::new(Who::Root);
+    d.write(
+        "work/policy.toml",
+        "[profile.gw]\nextends = \"workspace-write\"\nenv.pass = [\"K\"]\n\
+         [profile.gw.gateway.api]\nupstream = \"https://example.com\"\nheaders.x-api-key.env = \"K\"\n",
+    );
+    let out = d
+        .stockade([
+            "run",
+            "--policy",
+            "policy.toml",
+            "--profile",
+            "gw",
+            "--",
+            "true",
+        ])
+        .env("K", "secret")
+        .run();
+    out.code(125).stderr_has("also passes $K into the sandbox");
+    let out = d
+        .stockade(["run", "--profile", "claude-code", "--", "true"])
+        .run();
+    out.code(125)
+        .stderr_has("from $ANTHROPIC_API_KEY, which is not set");
+    let out = d
+        .stockade(["run", "--profile", "claude-code", "--net", "--", "true"])
+        .env("ANTHROPIC_API_KEY", "k")
+        .run();
+    out.code(125)
+        .stderr_has("a gateway needs the sandbox's private network");
+}
+
+/// Issue 16's agent confined whole: the real Claude Code CLI under `--profile claude-code` completes a
+/// tool-using session against a scripted Messages API it reaches only through the gateway. The API gets
+/// the key on every request; neither Claude Code's state nor anything it printed holds it.
+#[test]
+fn claude_code_runs_whole_under_its_profile_through_the_gateway() {
+    if !landlock_ready() {
+        return;
+    }
+    let Some(claude) = super::claude_code::claude_bin() else {
+        return;
+    };
+    let d = TestDir::outside_tmp(Who::Root);
+    d.mkdir("home");
+    let api = TlsApi::start(
+        &d,
+        serde_json::json!([
+            {"tool": "Bash", "input": {"command": "echo made-by-claude > made.txt && cat made.txt", "description": "scripted"}},
+            {"tool": "Bash", "input": {"command": "curl -s -m 5 -o /dev/null -w '%{http_connect}' https://example.com/", "description": "scripted"}},
+            {"text": "done"}
+        ]),
+    );
+    let secret = format!("sk-ant-gateway-{}", unique_marker());
+    d.write(
+        "work/policy.toml",
+        &format!(
+            "[profile.agent]\nextends = \"claude-code\"\n\
+             [profile.agent.gateway.anthropic]\nupstream = \"https://api.gateway.test:{}\"\n\
+             url-env = [\"ANTHROPIC_BASE_URL\"]\nplaceholder-env = [\"ANTHROPIC_API_KEY\"]\n\
+             headers.x-api-key.env = \"ANTHROPIC_API_KEY\"\n",
+            api.port
+        ),
+    );
+    // The package directory (the bin entry is a symlink into it).
+    let package = claude.canonicalize().unwrap();
+    let package = package
+        .ancestors()
+        .find(|p| p.ends_with("node_modules"))
+        .unwrap_or(package.parent().unwrap())
+        .to_path_buf();
+    let out = d
+        .stockade([
+            "--json",
+            "run",
+            "--policy",
+            "policy.toml",
+            "--profile",
+            "agent",
+            "--ro",
+            package.to_str().unwrap(),
+            "--env",
+            "IS_SANDBOX=1",
+            "--timeout",
+            "120s",
+            "--",
+            claude.to_str().unwrap(),
+            "-p",
+            "go",
+            "--output-format",
+            "json",
+            "--dangerously-skip-permissions",
+        ])
+        .env("HOME", d.path("home").to_str().unwrap())
+        .env("ANTHROPIC_API_KEY", &secret)
+        .env("SSL_CERT_FILE", api.ca.to_str().unwrap())
+        .env("STOCKADE_NET_HOSTS", api.hosts.to_str().unwrap())
+        .run();
+    out.ok();
+    assert_eq!(
+        d.read("work/made.txt").as_deref(),
+        Some("made-by-claude\n"),
+        "{}\n{}\n{:?}",
+        out.stdout,
+        out.stderr,
+        api.requests()
+            .last()
+            .map(|r| r["body"]["messages"].to_string())
+    );
+    assert!(!out.stdout.contains(&secret) && !out.stderr.contains(&secret));
+    let requests = api.requests();
+    assert!(requests.len() >= 3, "{requests:?}");
+    for r in &requests {
+        assert_eq!(r["headers"]["x-api-key"], secret.as_str(), "{r}");
+    }
+    // The session's tool results, as Claude Code sent them back: the file made, and the other host refused.
+    let last = requests
+        .iter()
+        .rfind(|r| r["body"]["tools"].as_array().is_some_and(|t| !t.is_empty()))
+        .unwrap();
+    let text = last["body"]["messages"].to_string();
+    assert!(text.contains("made-by-claude"), "{text}");
+    assert!(text.contains("403"), "example.com was not refused: {text}");
+    let outcome: serde_json::Value =
+        serde_json::from_str(out.stdout.lines().last().unwrap()).unwrap();
+    assert!(
+        outcome["net"]["gateway_requests"].as_u64().unwrap() >= 3,
+        "{outcome}"
+    );
+    assert!(
+        outcome["net"]["refusals"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|r| r["host"] == "example.com"),
+        "{outcome}"
+    );
+    // Claude Code's state, written during the run, holds no trace of the key.
+    let grep = std::process::Command::new("grep")
+        .args([
+            "-r",
+            "-l",
+            &secret,
+            d.path("home").to_str().unwrap(),
+            d.work().to_str().unwrap(),
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        grep.stdout.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&grep.stdout)
+    );
+}
