@@ -112,12 +112,14 @@ both_users! {
         let records: Vec<serde_json::Value> =
             audit.stdout.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
         assert_eq!(records.len(), 2, "{}", audit.stdout);
-        assert_eq!(records[0]["layer"], "net");
-        assert_eq!(records[0]["host"], "rebind.test");
-        assert_eq!(records[0]["port"], port);
-        assert_eq!(records[0]["tool"], "http");
-        assert_eq!(records[1]["host"], "127.0.0.1");
-        assert!(records[1]["reason"].as_str().unwrap().contains("not in the network allowlist"));
+        let by_host = |host: &str| {
+            records.iter().find(|r| r["host"] == host).unwrap_or_else(|| panic!("no record for {host}: {records:?}"))
+        };
+        let rebind = by_host("rebind.test");
+        assert_eq!(rebind["layer"], "net");
+        assert_eq!(rebind["port"], port);
+        assert_eq!(rebind["tool"], "http");
+        assert!(by_host("127.0.0.1")["reason"].as_str().unwrap().contains("not in the network allowlist"));
     }
 }
 
