@@ -689,10 +689,7 @@ impl Mediator<'_> {
     ) -> Result<Answer, i32> {
         let path = call.read_path(path_ptr)?;
         let r = self.resolve(call, dirfd, &path, false)?;
-        if !r.is_dot && !r.magic {
-            already_there(&r)?;
-            self.check(name, &r.path, Access::Write)?;
-        }
+        self.check_new_name(name, &r)?;
         let umask = self.umask_of(call);
         let old = sys::umask(umask);
         let made = match dev {
@@ -715,10 +712,7 @@ impl Mediator<'_> {
         let target = call.read_path(target_ptr)?;
         let path = call.read_path(path_ptr)?;
         let r = self.resolve(call, dirfd, &path, false)?;
-        if !r.is_dot && !r.magic {
-            already_there(&r)?;
-            self.check("symlink", &r.path, Access::Write)?;
-        }
+        self.check_new_name("symlink", &r)?;
         sys::symlink_at(&cstr(&target), r.dir.as_raw_fd(), &r.name).map_err(|e| errno(&e))?;
         Ok(Answer::Value(0))
     }
@@ -741,7 +735,7 @@ impl Mediator<'_> {
             call,
             "link",
             (from_dirfd, from_ptr, follow),
-            (to_dirfd, to_ptr),
+            (to_dirfd, to_ptr, true),
         )?;
         sys::link_at(f.dir.as_raw_fd(), &f.name, t.dir.as_raw_fd(), &t.name)
             .map_err(|e| errno(&e))?;
@@ -749,13 +743,14 @@ impl Mediator<'_> {
     }
 
     /// The two ends of a `link` or `rename`, resolved (the first following a final symlink when asked)
-    /// and checked: a new name for a file is a way to write it, so both ends must be writable.
+    /// and checked: a new name for a file is a way to write it, so both ends must be writable. When the
+    /// new name must not exist (`link`, `RENAME_NOREPLACE`), an existing one answers EEXIST first.
     fn both_ends(
         &mut self,
         call: &Call,
         name: &'static str,
         (from_dirfd, from_ptr, follow): (i32, u64, bool),
-        (to_dirfd, to_ptr): (i32, u64),
+        (to_dirfd, to_ptr, new_name): (i32, u64, bool),
     ) -> Result<(Resolved, Resolved), i32> {
         let from = call.read_path(from_ptr)?;
         let to = call.read_path(to_ptr)?;
@@ -764,15 +759,28 @@ impl Mediator<'_> {
         if f.magic || t.magic {
             return Err(libc::EXDEV);
         }
-        if name == "link" && !t.is_dot {
-            already_there(&t)?;
+        if !f.is_dot {
+            self.check(name, &f.path, Access::Write)?;
         }
-        for end in [&f, &t] {
-            if !end.is_dot {
-                self.check(name, &end.path, Access::Write)?;
-            }
+        if new_name {
+            self.check_new_name(name, &t)?;
+        } else if !t.is_dot {
+            self.check(name, &t.path, Access::Write)?;
         }
         Ok((f, t))
+    }
+
+    /// A name about to be made (mkdir, mknod, symlink, link): the kernel answers EEXIST for an existing
+    /// name before it asks whether the directory is writable, so the mediator does too (`mkdir -p` of an
+    /// existing read-only directory, a home directory say, is not a refusal); else it must be writable.
+    fn check_new_name(&mut self, call: &'static str, r: &Resolved) -> Result<(), i32> {
+        if r.is_dot || r.magic {
+            return Ok(());
+        }
+        if sys::lstat_at(r.dir.as_raw_fd(), &r.name).is_ok() {
+            return Err(libc::EEXIST);
+        }
+        self.check(call, &r.path, Access::Write)
     }
 
     fn rename(
@@ -788,7 +796,7 @@ impl Mediator<'_> {
             call,
             "rename",
             (from_dirfd, from_ptr, false),
-            (to_dirfd, to_ptr),
+            (to_dirfd, to_ptr, flags & libc::RENAME_NOREPLACE != 0),
         )?;
         sys::rename_at(
             f.dir.as_raw_fd(),
@@ -1044,16 +1052,6 @@ impl Mediator<'_> {
             });
         }
         Err(libc::ELOOP)
-    }
-}
-
-/// A name that exists already cannot be made (mkdir, mknod, symlink, link, `O_EXCL`): the kernel answers
-/// EEXIST before it asks whether the directory is writable, so the mediator must too. `mkdir -p` of an
-/// existing read-only directory (a home directory, say) is not a refusal.
-fn already_there(r: &Resolved) -> Result<(), i32> {
-    match sys::lstat_at(r.dir.as_raw_fd(), &r.name) {
-        Ok(_) => Err(libc::EEXIST),
-        Err(_) => Ok(()),
     }
 }
 
