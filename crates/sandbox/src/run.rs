@@ -46,6 +46,33 @@ pub fn proxy_env(port: u16) -> Vec<(String, String)> {
     vars
 }
 
+/// A socketpair whose child end is numbered 64 or above, like the passed pipe, out of the way of the
+/// child's moves to 3 and 4: (the supervisor's end, the child's end).
+fn socketpair_for_child(what: &str) -> Result<(RawFd, RawFd), SandboxError> {
+    let (sup, low) =
+        sys::socketpair().map_err(|e| SandboxError::io(format!("socketpair for {what}"))(e))?;
+    let child = sys::dup_above(low, 64);
+    sys::close(low);
+    match child {
+        Ok(fd) => Ok((sup, fd)),
+        Err(e) => {
+            sys::close(sup);
+            Err(SandboxError::io(format!("dup the socket for {what}"))(e))
+        }
+    }
+}
+
+/// Sets a variable of the program's environment, replacing any earlier value.
+fn set_var(
+    env: &mut Vec<(OsString, OsString)>,
+    name: impl Into<OsString>,
+    value: impl Into<OsString>,
+) {
+    let name = name.into();
+    env.retain(|(k, _)| *k != name);
+    env.push((name, value.into()));
+}
+
 /// Signals that cancel a run: the supervisor kills the whole tree and exits 128+N.
 const CANCEL_SIGNALS: &[libc::c_int] = &[libc::SIGINT, libc::SIGTERM, libc::SIGHUP, libc::SIGQUIT];
 
@@ -291,12 +318,10 @@ impl SandboxBuilder {
             }
         }
         for (k, v) in &policy.env().set {
-            env.retain(|(ek, _)| ek.as_os_str() != OsStr::new(k));
-            env.push((k.into(), v.into()));
+            set_var(&mut env, k, v);
         }
         for k in ["TEMP_DIR", "TMPDIR"] {
-            env.retain(|(ek, _)| ek.as_os_str() != OsStr::new(k));
-            env.push((k.into(), temp_dir.clone().into_os_string()));
+            set_var(&mut env, k, &temp_dir);
         }
         let proxy_port = policy.net().rules().map(|_| PROXY_PORT);
         if let Some(port) = proxy_port {
@@ -312,8 +337,7 @@ impl SandboxBuilder {
                 }
             }
             for (k, v) in vars {
-                env.retain(|(ek, _)| ek.as_os_str() != OsStr::new(&k));
-                env.push((k.into(), v.into()));
+                set_var(&mut env, k, v);
             }
         }
 
@@ -653,33 +677,17 @@ impl Sandbox {
             None
         };
 
-        // The program's end is numbered 64 or above, like the passed pipe, out of the way of the moves.
-        let (mediator_sup, mediator_low) =
-            sys::socketpair().map_err(SandboxError::io("socketpair for the mediator"))?;
-        let mediator_child = sys::dup_above(mediator_low, 64);
-        sys::close(mediator_low);
-        let mediator_child = match mediator_child {
-            Ok(fd) => fd,
-            Err(e) => {
-                sys::close(mediator_sup);
-                return Err(SandboxError::io("dup the mediator socket")(e));
-            }
-        };
-        // The proxy's listener comes back over this pair (numbered like the mediator's, out of the way).
+        let (mediator_sup, mediator_child) = socketpair_for_child("the mediator")?;
+        // The proxy's listener comes back over this pair.
         let proxy_pair = match self.policy.net().rules() {
-            Some(_) => {
-                let (sup, low) = sys::socketpair()
-                    .map_err(SandboxError::io("socketpair for the proxy listener"))?;
-                let child = sys::dup_above(low, 64);
-                sys::close(low);
-                match child {
-                    Ok(fd) => Some((sup, fd)),
-                    Err(e) => {
-                        sys::close(sup);
-                        return Err(SandboxError::io("dup the proxy socket")(e));
-                    }
+            Some(_) => match socketpair_for_child("the proxy listener") {
+                Ok(pair) => Some(pair),
+                Err(e) => {
+                    sys::close(mediator_sup);
+                    sys::close(mediator_child);
+                    return Err(e);
                 }
-            }
+            },
             None => None,
         };
         let old_mask =
