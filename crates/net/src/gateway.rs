@@ -215,30 +215,11 @@ async fn connect(
         .resolver
         .resolve(&gateway.host, gateway.port)
         .await?;
-    let mut last = io::Error::other("the name has no address");
-    for ip in addresses {
-        let attempt = tokio::time::timeout(
-            state.config.connect_timeout,
-            TcpStream::connect((ip, gateway.port)),
-        )
-        .await;
-        let tcp = match attempt {
-            Ok(Ok(tcp)) => tcp,
-            Ok(Err(e)) => {
-                last = e;
-                continue;
-            }
-            Err(_) => {
-                last = io::Error::new(io::ErrorKind::TimedOut, "connect timed out");
-                continue;
-            }
-        };
-        let _ = tcp.set_nodelay(true);
-        let name = ServerName::try_from(gateway.host.clone())
-            .map_err(|e| io::Error::other(e.to_string()))?;
-        return tokio_rustls::TlsConnector::from(tls)
-            .connect(name, tcp)
-            .await;
-    }
-    Err(last)
+    let tcp =
+        crate::proxy::connect_first(&addresses, gateway.port, state.config.connect_timeout).await?;
+    let name =
+        ServerName::try_from(gateway.host.clone()).map_err(|e| io::Error::other(e.to_string()))?;
+    tokio_rustls::TlsConnector::from(tls)
+        .connect(name, tcp)
+        .await
 }

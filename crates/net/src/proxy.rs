@@ -182,25 +182,36 @@ impl State {
                 None => OpenError::Unreachable(format!("{host} has no address")),
             });
         }
-        let mut last = String::new();
-        for ip in allowed {
-            let attempt =
-                tokio::time::timeout(self.config.connect_timeout, TcpStream::connect((ip, port)))
-                    .await;
-            match attempt {
-                Ok(Ok(stream)) => {
-                    let _ = stream.set_nodelay(true);
-                    self.allowed.fetch_add(1, Ordering::Relaxed);
-                    return Ok(stream);
-                }
-                Ok(Err(e)) => last = format!("{}: {e}", SocketAddr::new(ip, port)),
-                Err(_) => last = format!("{}: timed out", SocketAddr::new(ip, port)),
-            }
-        }
-        Err(OpenError::Unreachable(format!(
-            "cannot connect to {host}:{port} ({last})"
-        )))
+        let stream = connect_first(&allowed, port, self.config.connect_timeout)
+            .await
+            .map_err(|e| {
+                OpenError::Unreachable(format!("cannot connect to {host}:{port} ({e})"))
+            })?;
+        self.allowed.fetch_add(1, Ordering::Relaxed);
+        Ok(stream)
     }
+}
+
+/// Connects to the first of `addresses` that answers within `timeout` each; the error names the last
+/// address tried.
+pub(crate) async fn connect_first(
+    addresses: &[IpAddr],
+    port: u16,
+    timeout: Duration,
+) -> io::Result<TcpStream> {
+    let mut last = io::Error::other("no address");
+    for ip in addresses {
+        let to = SocketAddr::new(*ip, port);
+        match tokio::time::timeout(timeout, TcpStream::connect(to)).await {
+            Ok(Ok(stream)) => {
+                let _ = stream.set_nodelay(true);
+                return Ok(stream);
+            }
+            Ok(Err(e)) => last = io::Error::new(e.kind(), format!("{to}: {e}")),
+            Err(_) => last = io::Error::new(io::ErrorKind::TimedOut, format!("{to}: timed out")),
+        }
+    }
+    Err(last)
 }
 
 /// A proxy serving one sandbox, on its own threads, until [`Proxy::finish`].
