@@ -143,10 +143,7 @@ pub(crate) fn run(args: RunArgs, json: bool, audit: &AuditLog) -> anyhow::Result
         record_net_refusals(net, &args, &command_line, json, audit);
     }
     // The mediator's refusals, each with the rule that decided it, as the hook and the file tools log theirs.
-    // The first few are also said on stderr (not under --json, whose outcome lists them): the program only
-    // saw EACCES, and whoever reads its output (an agent, through the hook's sandboxed Bash) learns why.
-    const SHOWN: usize = 3;
-    for (i, r) in outcome.refusals.iter().enumerate() {
+    let mediator_records = outcome.refusals.iter().map(|r| {
         let canonical = stockade_policy::CanonicalPath::assume_canonical(r.path.clone());
         let explained = policy.explain(&canonical, r.access);
         let mut record = AuditRecord::new(
@@ -169,20 +166,17 @@ pub(crate) fn run(args: RunArgs, json: bool, audit: &AuditLog) -> anyhow::Result
         if let Some(rule) = explained.deciding_rule {
             record = record.rule(rule);
         }
-        if !json && i < SHOWN {
-            output::message(&record.reason);
-        }
-        if let Err(err) = audit.append(&record) {
-            output::message(&err.to_string());
-        }
-    }
-    if !json && outcome.refused_calls > SHOWN as u64 {
-        output::message(&format!(
-            "refused {} calls in all; `stockade audit --layer kernel` lists them (the first {})",
-            outcome.refused_calls,
-            outcome.refusals.len()
-        ));
-    }
+        record
+    });
+    log_refusals(
+        mediator_records,
+        outcome.refused_calls,
+        "calls",
+        Layer::Kernel,
+        "",
+        json,
+        audit,
+    );
     match &outcome.stopped {
         Some(StopReason::Timeout { limit_ms }) => output::message(&format!(
             "timed out after {}; the whole process tree was killed",
@@ -313,8 +307,7 @@ fn record_net_refusals(
     json: bool,
     audit: &AuditLog,
 ) {
-    const SHOWN: usize = 3;
-    for (i, r) in net.refusals.iter().enumerate() {
+    let records = net.refusals.iter().map(|r| {
         let mut record = AuditRecord::new(Layer::Net, r.reason.clone())
             .maybe_agent(args.policy.agent.as_deref())
             .tool(r.protocol.name())
@@ -324,17 +317,47 @@ fn record_net_refusals(
         if let Some(rule) = &r.rule {
             record = record.rule(rule.clone());
         }
+        record
+    });
+    log_refusals(
+        records,
+        net.refused_connections,
+        "connections",
+        Layer::Net,
+        "network: ",
+        json,
+        audit,
+    );
+}
+
+/// Refusals seen outside the program (the mediator's, the proxy's) go to the audit log, and the first few
+/// to stderr (not under --json, whose outcome lists them): the program saw only an errno or a 403, and
+/// whoever reads its output (an agent, through the hook's sandboxed Bash) learns why. `total` counts those
+/// not kept too.
+fn log_refusals(
+    records: impl Iterator<Item = AuditRecord>,
+    total: u64,
+    noun: &str,
+    layer: Layer,
+    prefix: &str,
+    json: bool,
+    audit: &AuditLog,
+) {
+    const SHOWN: usize = 3;
+    let mut kept = 0;
+    for (i, record) in records.enumerate() {
+        kept += 1;
         if !json && i < SHOWN {
-            output::message(&format!("network: {}", r.reason));
+            output::message(&format!("{prefix}{}", record.reason));
         }
         if let Err(err) = audit.append(&record) {
             output::message(&err.to_string());
         }
     }
-    if !json && net.refused_connections > SHOWN as u64 {
+    if !json && total > SHOWN as u64 {
         output::message(&format!(
-            "refused {} connections in all; `stockade audit --layer net` lists them",
-            net.refused_connections
+            "refused {total} {noun} in all; `stockade audit --layer {}` lists them (the first {kept})",
+            layer.name()
         ));
     }
 }
