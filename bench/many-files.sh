@@ -35,12 +35,19 @@ sandboxes=("$stockade")
 names=("stockade run")
 if [ -n "${OLD:-}" ]; then sandboxes+=("$OLD"); names+=("older stockade run"); fi
 
-args=(--command-name "unconfined" "tar xf $work/files.tar -C out")
-for i in "${!sandboxes[@]}"; do
-  args+=(--command-name "${names[$i]}" "${sandboxes[$i]} run --ro $work/files.tar -- tar xf $work/files.tar -C out")
-done
-"$hf" --warmup 2 --runs "$runs" --prepare 'rm -rf out && mkdir out' \
-  --export-markdown "$results/many-files-untar.md" "${args[@]}"
+# compare RESULT WARMUP PREPARE RUN_FLAGS COMMAND: COMMAND unconfined and under each sandbox, in one
+# hyperfine run, each timed run prepared by PREPARE.
+compare() {
+  local result=$1 warmup=$2 prepare=$3 flags=$4 command=$5
+  local args=(--command-name "unconfined" "$command")
+  for i in "${!sandboxes[@]}"; do
+    args+=(--command-name "${names[$i]}" "${sandboxes[$i]} run $flags -- $command")
+  done
+  "$hf" --warmup "$warmup" --runs "$runs" --prepare "$prepare" \
+    --export-markdown "$results/$result" "${args[@]}"
+}
+
+compare many-files-untar.md 2 'rm -rf out && mkdir out' "--ro $work/files.tar" "tar xf $work/files.tar -C out"
 
 # A small crate with no dependencies: 40 modules, a clean debug build.
 mkdir -p crate/src
@@ -52,9 +59,4 @@ for m in $(seq 0 39); do
 done
 cd crate
 mkdir -p target
-args=(--command-name "unconfined" "cargo build --offline --quiet")
-for i in "${!sandboxes[@]}"; do
-  args+=(--command-name "${names[$i]}" "${sandboxes[$i]} run -- cargo build --offline --quiet")
-done
-"$hf" --warmup 1 --runs "$runs" --prepare 'rm -rf target/debug' \
-  --export-markdown "$results/many-files-cargo.md" "${args[@]}"
+compare many-files-cargo.md 1 'rm -rf target/debug' "" "cargo build --offline --quiet"

@@ -4,10 +4,10 @@
 //! Each test scripts the model's tool calls, lets Claude Code run them through the installed hook, and
 //! reads back what Claude Code sent the API as each tool's result, plus what happened on disk.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Command, Stdio};
 
-use super::util::{KillOnDrop, TestDir, Who, landlock_ready};
+use super::util::{TestDir, Who, landlock_ready, scripted_api, unique_marker};
 
 /// The Claude Code CLI: `$STOCKADE_CLAUDE`, or a loud skip (a failure under `STOCKADE_REQUIRE_CLAUDE=1`,
 /// which `.ci/run` sets after installing the pinned version).
@@ -78,30 +78,9 @@ impl Seed003 {
     /// Runs `claude -p` in the worktree with the model's tool calls scripted; returns each tool result
     /// (its text, and whether Claude Code marked it an error) in order.
     fn session(&self, script: serde_json::Value, skip_permissions: bool) -> Vec<(String, bool)> {
-        let dir = self
-            .d
-            .path(&format!("api-{}", super::util::unique_marker()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let script_file = dir.join("script.json");
-        std::fs::write(&script_file, script.to_string()).unwrap();
-        let port_file = dir.join("port");
+        let dir = self.d.path(&format!("api-{}", unique_marker()));
+        let (_api, port) = scripted_api(&dir, &script, None);
         let log = dir.join("requests.jsonl");
-        let _api = KillOnDrop(
-            Command::new("python3")
-                .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/scripted_api.py"))
-                .args([&script_file, &port_file, &log])
-                .spawn()
-                .unwrap(),
-        );
-        let mut port = String::new();
-        for _ in 0..200 {
-            if let Ok(p) = std::fs::read_to_string(&port_file) {
-                port = p;
-                break;
-            }
-            std::thread::sleep(std::time::Duration::from_millis(25));
-        }
-        assert!(!port.is_empty(), "the scripted API did not start");
         let mut cmd = Command::new("timeout");
         cmd.args([
             "120",

@@ -197,32 +197,11 @@ impl TlsApi {
         openssl(
             "x509 -req -in server.csr -CA ca.pem -CAkey ca.key -CAcreateserial -out server.pem -days 2 -extfile san.ext",
         );
-        std::fs::write(dir.join("script.json"), script.to_string()).unwrap();
-        let server = KillOnDrop(
-            std::process::Command::new("python3")
-                .arg(
-                    std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-                        .join("tests/fixtures/scripted_api.py"),
-                )
-                .args([
-                    dir.join("script.json"),
-                    dir.join("port"),
-                    dir.join("requests.jsonl"),
-                ])
-                .env("SCRIPTED_API_CERT", dir.join("server.pem"))
-                .env("SCRIPTED_API_KEY", dir.join("server.key"))
-                .spawn()
-                .unwrap(),
+        let (server, port) = scripted_api(
+            &dir,
+            &script,
+            Some((&dir.join("server.pem"), &dir.join("server.key"))),
         );
-        let mut port = String::new();
-        for _ in 0..200 {
-            if let Ok(p) = std::fs::read_to_string(dir.join("port")) {
-                port = p;
-                break;
-            }
-            std::thread::sleep(std::time::Duration::from_millis(25));
-        }
-        assert!(!port.is_empty(), "the scripted API did not start");
         std::fs::write(dir.join("hosts"), "127.0.0.1 api.gateway.test\n").unwrap();
         TlsApi {
             _server: server,

@@ -403,6 +403,37 @@ pub(super) fn git(dir: &Path, args: &[&str]) {
     assert!(st.success(), "git {args:?}");
 }
 
+/// Starts the scripted Messages API (`tests/fixtures/scripted_api.py`) in `dir` with this script (HTTPS
+/// when `tls` names a certificate and its key); it logs to `dir/requests.jsonl`. Returns the server
+/// (killed on drop) and its port.
+pub(super) fn scripted_api(
+    dir: &Path,
+    script: &serde_json::Value,
+    tls: Option<(&Path, &Path)>,
+) -> (KillOnDrop, String) {
+    std::fs::create_dir_all(dir).unwrap();
+    std::fs::write(dir.join("script.json"), script.to_string()).unwrap();
+    let mut cmd = Command::new("python3");
+    cmd.arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/scripted_api.py"))
+        .args([
+            dir.join("script.json"),
+            dir.join("port"),
+            dir.join("requests.jsonl"),
+        ]);
+    if let Some((cert, key)) = tls {
+        cmd.env("SCRIPTED_API_CERT", cert)
+            .env("SCRIPTED_API_KEY", key);
+    }
+    let server = KillOnDrop(cmd.spawn().unwrap());
+    for _ in 0..200 {
+        if let Ok(port) = std::fs::read_to_string(dir.join("port")) {
+            return (server, port);
+        }
+        std::thread::sleep(std::time::Duration::from_millis(25));
+    }
+    panic!("the scripted API did not start");
+}
+
 /// Kills a spawned child when dropped, so a failing test leaves nothing running.
 pub(super) struct KillOnDrop(pub std::process::Child);
 
