@@ -250,6 +250,17 @@ pub struct AuditLog {
     path: PathBuf,
 }
 
+/// stockade's own state directory: `$XDG_STATE_HOME/stockade`, else `~/.local/state/stockade` (the
+/// audit log, the persisted caches). Every built-in profile denies `~/.local/state/stockade`.
+pub fn state_dir(env: impl Fn(&str) -> Option<String>) -> PathBuf {
+    env("XDG_STATE_HOME")
+        .filter(|p| p.starts_with('/'))
+        .map(PathBuf::from)
+        .or_else(|| env("HOME").map(|h| Path::new(&h).join(".local/state")))
+        .unwrap_or_else(|| PathBuf::from("/tmp"))
+        .join("stockade")
+}
+
 impl AuditLog {
     /// The log at a given path.
     pub fn at(path: impl Into<PathBuf>) -> Self {
@@ -263,12 +274,7 @@ impl AuditLog {
         if let Some(p) = env("STOCKADE_AUDIT_LOG").filter(|p| !p.is_empty()) {
             return PathBuf::from(p);
         }
-        let state = env("XDG_STATE_HOME")
-            .filter(|p| p.starts_with('/'))
-            .map(PathBuf::from)
-            .or_else(|| env("HOME").map(|h| Path::new(&h).join(".local/state")))
-            .unwrap_or_else(|| PathBuf::from("/tmp"));
-        state.join("stockade/audit.jsonl")
+        state_dir(env).join("audit.jsonl")
     }
 
     /// Where it is.

@@ -583,6 +583,11 @@ pub(crate) struct RunArgs {
     /// Refuse this host even where an allow rule matches (same forms as --net-allow)
     #[arg(long, value_name = "HOST")]
     pub(crate) net_deny: Vec<String>,
+    /// Keep what programs write to the policy's caches (fs.cache: ~/.npm, ~/.cache/pip, ...) for this
+    /// agent's next run, in $XDG_STATE_HOME/stockade/caches/AGENT, AGENT being the --agent id or else the
+    /// profile (default: each run's writes vanish with it). The host's caches never change either way.
+    #[arg(long)]
+    pub(crate) persist_caches: bool,
     /// Where the program starts (default: ${CWD}, the project); it must be visible under the policy.
     #[arg(long, value_name = "DIR")]
     pub(crate) cwd: Option<PathBuf>,

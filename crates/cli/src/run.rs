@@ -81,6 +81,22 @@ pub(crate) fn run(args: RunArgs, json: bool, audit: &AuditLog) -> anyhow::Result
     if let Some(fd) = args.pass_fd {
         sandbox = sandbox.pass_pipe(fd);
     }
+    if args.persist_caches {
+        let owner = args
+            .policy
+            .agent
+            .clone()
+            .unwrap_or_else(|| policy.profile().to_string());
+        if owner.is_empty() || owner.contains('/') || owner == "." || owner == ".." {
+            bail!(
+                "--persist-caches keeps caches per agent, and '{owner}' cannot name a directory; pass --agent with a plain name"
+            );
+        }
+        let store = stockade_audit::state_dir(|k| std::env::var(k).ok())
+            .join("caches")
+            .join(owner);
+        sandbox = sandbox.cache_store(store);
+    }
     let refuse = |e: SandboxError| -> anyhow::Result<ExitStatus> {
         if matches!(
             e,
@@ -398,6 +414,7 @@ fn print_plan(
             stockade_sandbox::MountOp::MaskDir | stockade_sandbox::MountOp::MaskFile => {
                 "mask (deny)".to_string()
             }
+            stockade_sandbox::MountOp::Overlay => "private overlay (cache)".to_string(),
             stockade_sandbox::MountOp::PrivateTmpfs { .. } => "private tmpfs".to_string(),
             stockade_sandbox::MountOp::Proc => "fresh /proc".to_string(),
             stockade_sandbox::MountOp::Dev => "minimal /dev".to_string(),

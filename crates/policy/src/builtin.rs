@@ -90,7 +90,8 @@ pub const BUILTIN_TOML: &str = r#"
 base = "/"
 fs.deny = [
   "~/.ssh", "~/.aws", "~/.gnupg", "~/.config/gh", "~/.netrc", "~/.docker", "~/.kube",
-  "~/.git-credentials", "~/.config/stockade", "~/.local/state/stockade",
+  "~/.git-credentials", "~/.config/stockade", "~/.local/state/stockade", "~/.cargo/credentials",
+  "~/.cargo/credentials.toml",
   "/etc/shadow", "/etc/gshadow", "/etc/shadow-", "/etc/gshadow-",
   "/etc/sudoers", "/etc/sudoers.d", "/etc/ssl/private",
   # Paths, not a glob: the default profile compiles no glob, which keeps every launch fast.
@@ -139,6 +140,14 @@ fs.read-only = [
   ".git/modules/", ".claude/", ".mcp.json", ".vscode/", ".idea/", ".envrc",
   "~/.bashrc", "~/.bash_profile", "~/.bash_login", "~/.profile", "~/.bash_logout", "~/.zshrc",
   "~/.zshenv", "~/.zprofile", "~/.zlogin", "~/.config/fish/",
+]
+
+# Package caches: the programs the agent runs read the host's and write a private overlay of each, so
+# `npm install`, `pip install` and `cargo fetch` work and the host's cache never changes (kept per agent
+# with --persist-caches). A missing one is created empty where its parent exists.
+fs.cache = [
+  "~/.npm", "~/.cache/pip", "~/.cache/uv", "~/.cargo/registry", "~/.cargo/git", "~/go/pkg/mod",
+  "~/.m2/repository",
 ]
 
 [profile.read-only]

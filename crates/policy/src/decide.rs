@@ -62,6 +62,9 @@ pub enum DenyCause {
     /// A `runtime` path: readable by the programs the agent runs, not by its own file tools
     /// ([`ResolvedPolicy::decide_for_tools`]).
     RuntimeOnly,
+    /// A write to a `cache` path by the agent's own file tools: the programs it runs write a private
+    /// copy, the file tools would change the host's ([`ResolvedPolicy::decide_for_tools`]).
+    PrivateCache,
 }
 
 /// A refusal, explained: what, which rule, why, and what to change.
@@ -120,7 +123,8 @@ impl ResolvedPolicy {
 
     /// Decides `access` to `path` for the agent's own file tools (the hook's Read, Write, Edit, Glob,
     /// Grep, LS and MCP file tools; `stockade fs`; the MCP server): as [`ResolvedPolicy::decide`], except
-    /// that a path whose level a `runtime` scope decided is refused ([`DenyCause::RuntimeOnly`]). The
+    /// that a path whose level a `runtime` scope decided is refused ([`DenyCause::RuntimeOnly`]), and one a
+    /// `cache` scope decided is readable only ([`DenyCause::PrivateCache`]: the tools act on the host). The
     /// programs the agent runs (the kernel sandbox, and Bash as the hook judges it) use `decide`.
     pub fn decide_for_tools(&self, path: &CanonicalPath, access: Access) -> Decision {
         let decision = self.decide(path, access);
@@ -136,6 +140,17 @@ impl ResolvedPolicy {
                 cause: DenyCause::RuntimeOnly,
                 level: Level::None,
                 rule: Some(rule),
+            },
+            Some(ScopeKind::Cache) if decision.level() == Level::Write => match access {
+                Access::Read => Decision::Allow {
+                    level: Level::Read,
+                    rule,
+                },
+                Access::Write => Decision::Deny {
+                    cause: DenyCause::PrivateCache,
+                    level: Level::Read,
+                    rule: Some(rule),
+                },
             },
             _ => decision,
         }
@@ -331,7 +346,22 @@ impl ResolvedPolicy {
                     "read it through a Bash command if a program needs it, or add it to fs.read in the policy (--ro {shown}) to let the file tools read it"
                 ),
             ),
-            (DenyCause::Denied | DenyCause::ReadOnly | DenyCause::RuntimeOnly, None) => (
+            (DenyCause::PrivateCache, Some(s)) => (
+                format!(
+                    "'{shown}' is a package cache by {}: the programs the agent runs write a private copy of it, its own file tools may only read the host's",
+                    s.describe()
+                ),
+                format!(
+                    "change it through the program that owns the cache (npm, pip, cargo) in a Bash command, or add it to fs.write in the policy (--rw {shown}) to let the agent change the host's cache"
+                ),
+            ),
+            (
+                DenyCause::Denied
+                | DenyCause::ReadOnly
+                | DenyCause::RuntimeOnly
+                | DenyCause::PrivateCache,
+                None,
+            ) => (
                 format!("{access} access to '{shown}' is refused"),
                 "see `stockade explain`".to_string(),
             ),
@@ -401,6 +431,7 @@ impl ResolvedPolicy {
             (Level::Read, _, true) => "kernel (stockade run): each match existing at start is bound read-only and granted by Landlock; new matches cannot be created (the kernel is stricter than the policy here)".to_string(),
             (Level::Read, _, false) => "kernel (stockade run): read-only bind mount plus Landlock read/execute rights".to_string(),
             (Level::Write, _, true) => "kernel (stockade run): the directories beneath the glob's prefix are bound writable with every entry it does not match bound back read-only, and the mediator creates new matches (up to 2,000 entries there; past that new matches cannot be created)".to_string(),
+            (Level::Write, Some(ScopeKind::Cache), false) => "kernel (stockade run): a private overlay of the host's directory plus Landlock rights: programs read the host's files, and what they write stays in the run (or in the agent's own copy with --persist-caches); the host's cache is never changed (a missing cache directory whose parent exists is created empty at start, to mount on)".to_string(),
             (Level::Write, _, false) => "kernel (stockade run): read-write bind mount plus Landlock rights".to_string(),
         };
         let mut notes = vec![kernel];
@@ -418,7 +449,13 @@ impl ResolvedPolicy {
             ));
         }
         notes.push(self.mediation(path));
-        if scope.map(|s| s.kind) == Some(ScopeKind::Runtime) {
+        if scope.map(|s| s.kind) == Some(ScopeKind::Cache) && decision.level() == Level::Write {
+            notes.push("hook (stockade hook claude): cache: Bash commands may write it (into the private overlay, under stockade run); the agent's file tools may read the host's copy, not write it".to_string());
+            notes.push(
+                "file tools (stockade fs, stockade mcp): read only (they act on the host's cache)"
+                    .to_string(),
+            );
+        } else if scope.map(|s| s.kind) == Some(ScopeKind::Runtime) {
             notes.push("hook (stockade hook claude): runtime: Bash commands may read it (as the kernel does); the agent's file tools (Read, Write, Edit, Glob, Grep, LS, MCP file tools) are refused".to_string());
             notes.push("file tools (stockade fs, stockade mcp): refused (runtime is for the programs the agent runs)".to_string());
         } else {

@@ -76,6 +76,13 @@ pub struct FsSpec {
     #[serde(default)]
     #[schemars(with = "Vec<String>")]
     pub runtime: Vec<Spanned<String>>,
+    /// Package caches (`~/.npm`, `~/.cache/pip`): the programs the agent runs read the host's copy and
+    /// write a private overlay of it, discarded with the run (or kept per agent with `--persist-caches`),
+    /// so installs work without changing the host's cache. The agent's own file tools may read them.
+    /// Directories, not globs.
+    #[serde(default)]
+    #[schemars(with = "Vec<String>")]
+    pub cache: Vec<Spanned<String>>,
     /// Neither readable nor writable, even inside a granted tree.
     #[serde(default)]
     #[schemars(with = "Vec<String>")]

@@ -235,6 +235,7 @@ impl PolicyBuilder {
                 (ScopeKind::Write, &spec.fs.write),
                 (ScopeKind::ReadOnly, &spec.fs.read_only),
                 (ScopeKind::Runtime, &spec.fs.runtime),
+                (ScopeKind::Cache, &spec.fs.cache),
                 (ScopeKind::Deny, &spec.fs.deny),
                 (ScopeKind::Deny, &spec.fs.cross_project),
             ] {
@@ -548,11 +549,11 @@ fn make_scope(
         ));
     }
     let target = if is_glob(&expanded) {
-        if kind == ScopeKind::Runtime {
+        if matches!(kind, ScopeKind::Runtime | ScopeKind::Cache) {
             return Err(PolicyError::invalid(
                 &source,
-                format!("fs.runtime takes paths, and '{written}' is a glob"),
-                "name the directory instead (runtime is for system and toolchain trees)",
+                format!("fs.{kind} takes paths, and '{written}' is a glob"),
+                "name the directory instead (runtime is for system and toolchain trees, cache for package caches)",
             ));
         }
         if expanded.split('/').any(|c| c == "..") {

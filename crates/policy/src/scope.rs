@@ -23,6 +23,11 @@ pub enum ScopeKind {
     /// system runtime and toolchains a build needs, which the agent itself has no reason to read into its
     /// context. Paths only.
     Runtime,
+    /// A package cache (`~/.npm`, `~/.cache/pip`, `~/.cargo/registry`): the programs the agent runs read
+    /// the host's copy and write a private one (an overlay inside the sandbox, discarded with the run or
+    /// kept per agent with `--persist-caches`), so installs work and the host's cache is never changed.
+    /// The agent's own file tools may read it, not write it. Paths only.
+    Cache,
     /// Nothing.
     Deny,
 }
@@ -35,37 +40,41 @@ impl ScopeKind {
             ScopeKind::Write => "write",
             ScopeKind::ReadOnly => "read-only",
             ScopeKind::Runtime => "runtime",
+            ScopeKind::Cache => "cache",
             ScopeKind::Deny => "deny",
         }
     }
 
-    /// Higher is stricter: deny > runtime > read-only > read > write (runtime gives the agent's own tools
-    /// nothing). A tie at the same depth goes to the strictest.
+    /// Higher is stricter: deny > runtime > read-only > read > cache > write (runtime gives the agent's
+    /// own tools nothing; a cache's writes never reach the host). A tie at the same depth goes to the
+    /// strictest.
     pub(crate) fn strictness(self) -> u8 {
         match self {
             ScopeKind::Write => 0,
-            ScopeKind::Read => 1,
-            ScopeKind::ReadOnly => 2,
-            ScopeKind::Runtime => 3,
-            ScopeKind::Deny => 4,
+            ScopeKind::Cache => 1,
+            ScopeKind::Read => 2,
+            ScopeKind::ReadOnly => 3,
+            ScopeKind::Runtime => 4,
+            ScopeKind::Deny => 5,
         }
     }
 
-    /// The level a path scope of this kind gives the paths it decides.
+    /// The level a path scope of this kind gives the paths it decides, as the programs the agent runs
+    /// see it (a cache is writable there, privately).
     pub fn level(self) -> Level {
         match self {
-            ScopeKind::Write => Level::Write,
+            ScopeKind::Write | ScopeKind::Cache => Level::Write,
             ScopeKind::Read | ScopeKind::ReadOnly | ScopeKind::Runtime => Level::Read,
             ScopeKind::Deny => Level::None,
         }
     }
 
-    /// Grants (`read`, `write`) raise; caps (`read-only`, `deny`) lower. `runtime` is a path scope that
-    /// grants programs read, so it counts as a grant.
+    /// Grants (`read`, `write`) raise; caps (`read-only`, `deny`) lower. `runtime` and `cache` are path
+    /// scopes that grant programs read (and a cache private writes), so they count as grants.
     pub fn is_grant(self) -> bool {
         matches!(
             self,
-            ScopeKind::Read | ScopeKind::Write | ScopeKind::Runtime
+            ScopeKind::Read | ScopeKind::Write | ScopeKind::Runtime | ScopeKind::Cache
         )
     }
 }

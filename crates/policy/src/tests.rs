@@ -665,3 +665,57 @@ mod net {
         );
     }
 }
+
+/// `cache`: writable for the programs the agent runs (`decide`; the kernel gives them a private overlay),
+/// readable only for its own file tools (`decide_for_tools`, which act on the host's copy), with a reason
+/// that says so; a stricter rule at the same depth or deeper wins; globs are refused.
+#[test]
+fn a_cache_is_written_by_programs_and_only_read_by_the_agents_file_tools() {
+    let fx = Fixture::new();
+    fx.mkdir("home/.npm/_cacache").mkdir("home/.npm/secret");
+    let policy = fx.policy(
+        "[profile.p]\nfs.read = [\"home\"]\nfs.cache = [\"home/.npm\"]\nfs.deny = [\"home/.npm/secret\"]\n",
+    );
+    let entry = CanonicalPath::resolve(&fx.root.join("home/.npm/_cacache/x")).unwrap();
+    assert!(policy.decide(&entry, Access::Write).is_allow());
+    assert!(policy.decide_for_tools(&entry, Access::Read).is_allow());
+    let tools = policy.decide_for_tools(&entry, Access::Write);
+    assert!(matches!(
+        tools,
+        Decision::Deny {
+            cause: DenyCause::PrivateCache,
+            level: Level::Read,
+            ..
+        }
+    ));
+    let denial = policy.denial(&entry, Access::Write, tools).unwrap();
+    assert!(
+        denial.reason.contains("package cache") && denial.fix.contains("--rw"),
+        "{denial:?}"
+    );
+    let secret = CanonicalPath::resolve(&fx.root.join("home/.npm/secret/t")).unwrap();
+    assert!(!policy.decide(&secret, Access::Read).is_allow());
+    let e = policy.explain(&entry, Access::Write);
+    assert!(
+        e.enforcement.iter().any(|n| n.contains("private overlay")),
+        "{e:?}"
+    );
+    // A profile extending one with the cache may take it back with a read at the same depth.
+    let taken = PolicyBuilder::new(fx.vars())
+        .policy_text(
+            "[profile.base]\nfs.cache = [\"home/.npm\"]\n[profile.p]\nextends = \"base\"\nfs.read = [\"home/.npm\"]\n",
+            fx.root.join("p.toml"),
+        )
+        .profile("p")
+        .build()
+        .unwrap();
+    assert!(!taken.decide(&entry, Access::Write).is_allow());
+    let err = PolicyBuilder::new(fx.vars())
+        .policy_text(
+            "[profile.p]\nfs.cache = [\"home/*\"]\n",
+            fx.root.join("p.toml"),
+        )
+        .build()
+        .unwrap_err();
+    assert!(err.to_string().contains("fs.cache takes paths"), "{err}");
+}

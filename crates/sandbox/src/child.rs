@@ -43,6 +43,7 @@ pub(crate) const STAGES: &[&str] = &[
     "snapshot", // 24
     "seccomp filter and mediator",
     "proxy listener", // 26
+    "cache overlay",
 ];
 
 pub(crate) const STAGE_EXEC: u32 = 21;
@@ -66,6 +67,18 @@ pub(crate) enum PreparedOp {
         dst: CString,
         data: CString,
     },
+    Overlay {
+        dst: CString,
+        /// The host's directory, through `/oldroot`.
+        lower: CString,
+        /// The upper layer's directory, whose owner and mode become the merged root's.
+        upper: CString,
+        /// For a private upper layer: a tmpfs to mount at this staging directory (with these options)
+        /// and the upper and work directories to make in it.
+        private: Option<PrivateLayer>,
+        /// The overlay's mount options (the layers, escaped).
+        data: CString,
+    },
     Proc {
         dst: CString,
     },
@@ -86,6 +99,17 @@ pub(crate) enum PreparedOp {
         dst: CString,
         bytes: std::sync::Arc<[u8]>,
     },
+}
+
+/// Where a private overlay's upper and work directories are made: in one tmpfs for all the run's caches,
+/// in the staging root (never inside the new one), mounted with the first of them.
+#[derive(Debug)]
+pub(crate) struct PrivateLayer {
+    /// The shared tmpfs's directory and options, on the first cache only.
+    pub(crate) tmpfs: Option<(CString, CString)>,
+    /// This cache's directory in it, holding `upper` and `work`.
+    pub(crate) dir: CString,
+    pub(crate) work: CString,
 }
 
 /// Everything the child needs, computed before the clone.
@@ -119,6 +143,9 @@ pub(crate) struct Prepared {
     pub(crate) proxy: Option<(RawFd, u16)>,
     /// The supervisor's end of that socket, which the init closes (so a failed init reads as the end).
     pub(crate) proxy_sup: Option<RawFd>,
+    /// The supervisor's lock on the cache store, which the init closes (the lock ends when the supervisor
+    /// lets it go, not when the last process of the run has gone).
+    pub(crate) cache_lock: Option<RawFd>,
     /// The seccomp filter (`seccomp.rs`), built before the clone.
     pub(crate) seccomp: Vec<libc::sock_filter>,
     pub(crate) status_w: RawFd,
@@ -137,6 +164,7 @@ pub(crate) struct Strings {
     pub(crate) maskfile: CString,
     pub(crate) tmpfs: CString,
     pub(crate) proc_: CString,
+    pub(crate) overlay: CString,
     pub(crate) dot: CString,
     pub(crate) setgroups: CString,
     pub(crate) uid_map: CString,
@@ -158,6 +186,7 @@ impl Strings {
             maskfile: c("/mask"),
             tmpfs: c("tmpfs"),
             proc_: c("proc"),
+            overlay: c("overlay"),
             dot: c("."),
             setgroups: c("/proc/self/setgroups"),
             uid_map: c("/proc/self/uid_map"),
@@ -207,8 +236,8 @@ pub(crate) fn init_main(p: &Prepared) -> ! {
     // If the supervisor dies, so does this init, and with it the whole PID namespace.
     let _ = sys::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong);
     sys::close(p.mediator_sup);
-    if let Some(fd) = p.proxy_sup {
-        sys::close(fd);
+    for fd in p.proxy_sup.iter().chain(&p.cache_lock) {
+        sys::close(*fd);
     }
     sys::setsid().or_fail(p, 0);
     let s = &p.strings;
@@ -427,6 +456,44 @@ fn build_root(p: &Prepared) {
                     Some(data),
                 )
                 .or_fail(p, 7);
+            }
+            PreparedOp::Overlay {
+                dst,
+                lower,
+                upper,
+                private,
+                data,
+            } => {
+                if let Some(layer) = private {
+                    if let Some((dir, data)) = &layer.tmpfs {
+                        sys::mkdir(dir, 0o700).or_fail(p, 27);
+                        sys::mount(
+                            Some(&s.tmpfs),
+                            dir,
+                            Some(&s.tmpfs),
+                            nosuid_nodev,
+                            Some(data),
+                        )
+                        .or_fail(p, 27);
+                    }
+                    sys::mkdir(&layer.dir, 0o700).or_fail(p, 27);
+                    sys::mkdir(upper, 0o700).or_fail(p, 27);
+                    sys::mkdir(&layer.work, 0o700).or_fail(p, 27);
+                }
+                // The merged root is the upper layer's root: give it the host directory's owner and mode,
+                // so the program (perhaps another user, with --user) may write where it could read. The
+                // owner may be unmapped in a user namespace; then it stays ours, which is the caller's.
+                let (uid, gid, mode) = sys::owner_and_mode(lower).or_fail(p, 27);
+                let _ = sys::chown(upper, uid, gid);
+                sys::chmod(upper, mode).or_fail(p, 27);
+                sys::mount(
+                    Some(&s.overlay),
+                    dst,
+                    Some(&s.overlay),
+                    nosuid_nodev,
+                    Some(data),
+                )
+                .or_fail(p, 27);
             }
             PreparedOp::Proc { dst } => {
                 ensure_target(p, dst, true);

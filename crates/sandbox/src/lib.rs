@@ -38,6 +38,8 @@
 //!    root is made a mount point so it cannot be renamed away. `/dev` holds only null, zero, full, random, urandom and tty. The temp dir and `/dev/shm` are
 //!    private tmpfs mounts that vanish with the namespace, and so are `/tmp` and `/var/tmp` unless the
 //!    policy grants something in them: a script's `/tmp/x` works and never reaches the host's `/tmp`.
+//!    A `cache` directory (`~/.npm`) is an overlay whose lower layer is the host's directory and whose
+//!    upper layer is a tmpfs of the run's (or the agent's persisted store): writes never reach the host.
 //!    `/proc/keys` and `/proc/key-users` are masked (kernel keys are not namespaced). A directory the
 //!    policy keeps read-only but in which it names writable files (`.git`, with `index.lock`) is bound
 //!    writable with every other entry bound back read-only; its new names are the mediator's (step 3).

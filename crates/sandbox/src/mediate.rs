@@ -106,7 +106,13 @@ pub(crate) struct MediatorProcess {
 /// namespace, sent by the program's process just before `execve`; joins those namespaces; and answers
 /// until every process under the filter is gone; then it writes its findings and exits. It dies with the
 /// supervisor.
-pub(crate) fn spawn(sock: RawFd, config: &MediatorConfig) -> std::io::Result<MediatorProcess> {
+/// `inherited` are descriptors of the supervisor's the mediator must not keep (a lock that must end with
+/// the supervisor's run).
+pub(crate) fn spawn(
+    sock: RawFd,
+    config: &MediatorConfig,
+    inherited: &[RawFd],
+) -> std::io::Result<MediatorProcess> {
     let (report_r, report_w) = sys::pipe()?;
     match sys::fork_process() {
         Ok(Some(pid)) => {
@@ -118,6 +124,9 @@ pub(crate) fn spawn(sock: RawFd, config: &MediatorConfig) -> std::io::Result<Med
         }
         Ok(None) => {
             sys::close(report_r);
+            for fd in inherited {
+                sys::close(*fd);
+            }
             let code = match mediator_main(sock, config, report_w) {
                 Ok(()) => 0,
                 Err(_) => 1,

@@ -46,6 +46,11 @@ pub enum MountOp {
         /// Size limit in bytes.
         size: Option<u64>,
     },
+    /// A private overlay of the host directory at the same path (a `cache` scope): the host's directory
+    /// is the lower layer, and every write lands in an upper layer of the run's own (a tmpfs that
+    /// vanishes with it, or the agent's persisted store, [`crate::SandboxBuilder::cache_store`]), so a
+    /// package manager fills its cache and the host's is never changed.
+    Overlay,
     /// A fresh `/proc` for the sandbox's PID namespace.
     Proc,
     /// A minimal `/dev`: a tmpfs with the standard devices bound in.
@@ -187,6 +192,18 @@ impl MountPlan {
                         },
                     });
                 }
+                // A cache that does not exist has nothing to overlay (the builder creates a missing one whose
+                // parent exists before planning); a file is refused by the builder.
+                // Looked at now, not at resolution: the builder may just have made it.
+                ScopeKind::Cache
+                    if path.is_dir()
+                        && bind_level(policy, &target.canonical, true) == Level::Write =>
+                {
+                    entries.push(PlannedMount {
+                        path: path.to_path_buf(),
+                        op: MountOp::Overlay,
+                    });
+                }
                 // A target that does not exist is held by the mediator, which refuses to create it (or
                 // anything under it): nothing is made on the host.
                 ScopeKind::ReadOnly
@@ -223,6 +240,11 @@ impl MountPlan {
         // Protected entries inside a writable tree: every ancestor between the writable root and the entry
         // becomes a mount point (bound onto itself), so `mv .git .git-old && mkdir -p .git/hooks` fails with
         // EBUSY instead of replacing the protected entry.
+        let overlays: Vec<PathBuf> = entries
+            .iter()
+            .filter(|e| e.op == MountOp::Overlay)
+            .map(|e| e.path.clone())
+            .collect();
         let mut anchors = Vec::new();
         for e in &entries {
             if !matches!(
@@ -233,6 +255,11 @@ impl MountPlan {
             }
             let mut ancestor = e.path.parent();
             while let Some(a) = ancestor {
+                // An anchor binds the host's directory writable: inside a private overlay that would
+                // open the host's cache, and a rename there changes only the run's copy anyway.
+                if overlays.iter().any(|o| a.starts_with(o)) {
+                    break;
+                }
                 let canon = CanonicalPath::assume_canonical(a.to_path_buf());
                 if !policy.decide(&canon, Access::Write).is_allow() {
                     break;
@@ -345,7 +372,7 @@ impl MountPlan {
         let visible: Vec<PathBuf> = plan
             .mounts
             .iter()
-            .filter(|m| matches!(m.op, MountOp::Bind { .. }))
+            .filter(|m| matches!(m.op, MountOp::Bind { .. } | MountOp::Overlay))
             .map(|m| m.path.clone())
             .collect();
         // A mask whose nearest enclosing entry is a directory mask hides nothing more (and has no mount
@@ -377,6 +404,7 @@ impl MountPlan {
             }
             MountOp::Symlink { .. } => !visible.iter().any(|v| m.path.starts_with(v)),
             MountOp::Bind { .. }
+            | MountOp::Overlay
             | MountOp::PrivateTmpfs { .. }
             | MountOp::Proc
             | MountOp::Dev
@@ -387,9 +415,9 @@ impl MountPlan {
         plan.add_siblings(siblings);
         for m in &plan.mounts {
             let grant = match m.op {
-                MountOp::Bind { write: true, .. } | MountOp::PrivateTmpfs { .. } => {
-                    LandlockGrant::Write
-                }
+                MountOp::Bind { write: true, .. }
+                | MountOp::Overlay
+                | MountOp::PrivateTmpfs { .. } => LandlockGrant::Write,
                 MountOp::Bind { write: false, .. } | MountOp::Proc | MountOp::Snapshot { .. } => {
                     LandlockGrant::Read
                 }
@@ -893,6 +921,7 @@ impl MountPlan {
             best.map(|m| &m.op),
             Some(
                 MountOp::Bind { dir: true, .. }
+                    | MountOp::Overlay
                     | MountOp::PrivateTmpfs { .. }
                     | MountOp::Proc
                     | MountOp::Dev

@@ -127,6 +127,7 @@ pub struct SandboxBuilder {
     stdin_null: bool,
     siblings: Siblings,
     passed_pipe: Option<RawFd>,
+    cache_store: Option<PathBuf>,
 }
 
 /// The bytes of a [`Sandbox::snapshot_files`], shared with the child (printed by size only).
@@ -162,6 +163,7 @@ impl SandboxBuilder {
             stdin_null: false,
             siblings: Siblings::Stubs,
             passed_pipe: None,
+            cache_store: None,
         }
     }
 
@@ -220,6 +222,15 @@ impl SandboxBuilder {
     /// the run has started.
     pub fn pass_pipe(mut self, fd: RawFd) -> Self {
         self.passed_pipe = Some(fd);
+        self
+    }
+
+    /// Keeps what the program writes to the policy's caches (`fs.cache`) in `dir` from run to run
+    /// (default: each run's writes vanish with it): one upper layer per cache, beneath `dir`, made if
+    /// missing. The run locks `dir` while it lasts, so two runs never write one layer at once (a second
+    /// is refused). The host's caches are never changed either way.
+    pub fn cache_store(mut self, dir: impl Into<PathBuf>) -> Self {
+        self.cache_store = Some(dir.into());
         self
     }
 
@@ -352,7 +363,14 @@ impl SandboxBuilder {
             });
         }
 
+        prepare_caches(policy, &mut warnings)?;
         let plan = MountPlan::new(policy, &temp_dir, limits.memory, self.siblings)?;
+        let cache_store = match &self.cache_store {
+            Some(dir) if plan.mounts.iter().any(|m| m.op == MountOp::Overlay) => {
+                Some(CacheStore::lock(dir)?)
+            }
+            _ => None,
+        };
         // The working directory must exist inside: granted, or a directory on the way to something granted
         // (e.g. the project root of a policy that grants only `src/**/*.ts`).
         if !plan.has_directory(cwd_c.as_path()) {
@@ -380,6 +398,7 @@ impl SandboxBuilder {
             stdio: self.stdio,
             stdin_null: self.stdin_null,
             passed_pipe: self.passed_pipe,
+            cache_store,
             snapshots: HashMap::new(),
             warnings,
         })
@@ -448,9 +467,150 @@ pub struct Sandbox {
     stdio: Stdio,
     stdin_null: bool,
     passed_pipe: Option<RawFd>,
+    cache_store: Option<CacheStore>,
     /// By the bytes of their canonical paths.
     snapshots: HashMap<OsString, SnapshotBytes>,
     warnings: Vec<String>,
+}
+
+/// Makes each missing cache directory (a `cache` scope that decides its own path) whose parent exists, as
+/// the tool that owns it would on first use: an overlay needs a directory to mount on, and the host's home
+/// is read-only inside. Refuses a cache that is not a directory.
+fn prepare_caches(policy: &ResolvedPolicy, warnings: &mut Vec<String>) -> Result<(), SandboxError> {
+    for scope in policy.scopes() {
+        let (stockade_policy::ScopeTarget::Path(target), stockade_policy::ScopeKind::Cache) =
+            (&scope.target, scope.kind)
+        else {
+            continue;
+        };
+        let path = target.canonical.as_path();
+        if policy.path_scope_level(&target.canonical) != stockade_policy::Level::Write {
+            continue;
+        }
+        match std::fs::metadata(path) {
+            Ok(m) if m.is_dir() => {}
+            Ok(_) => {
+                return Err(SandboxError::Policy {
+                    message: format!(
+                        "fs.cache = \"{}\" ({}) is not a directory; a cache is a directory a tool fills (name its directory, or move the rule to fs.read)",
+                        scope.written,
+                        path.display()
+                    ),
+                });
+            }
+            Err(_) if path.parent().is_some_and(Path::is_dir) => {
+                match std::fs::create_dir(path) {
+                    Ok(()) => warnings.push(format!(
+                        "created the empty cache directory '{}' to mount its private overlay on",
+                        path.display()
+                    )),
+                    // Someone else made it meanwhile: as good.
+                    Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+                    Err(e) => {
+                        return Err(SandboxError::io(format!(
+                            "cannot create the cache directory '{}' (fs.cache = \"{}\")",
+                            path.display(),
+                            scope.written
+                        ))(e));
+                    }
+                }
+            }
+            // Its tool is not installed here: nothing to cache.
+            Err(_) => {}
+        }
+    }
+    Ok(())
+}
+
+/// A directory that keeps the caches' upper layers from run to run, locked for one run.
+#[derive(Debug)]
+struct CacheStore {
+    dir: PathBuf,
+    lock: std::fs::File,
+}
+
+impl CacheStore {
+    fn lock(dir: &Path) -> Result<Self, SandboxError> {
+        use std::os::unix::fs::DirBuilderExt;
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(dir)
+            .map_err(SandboxError::io(format!(
+                "cannot create the cache store '{}'",
+                dir.display()
+            )))?;
+        let dir = dir.canonicalize().map_err(SandboxError::io(format!(
+            "cannot resolve the cache store '{}'",
+            dir.display()
+        )))?;
+        let lock_path = dir.join("lock");
+        let lock = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&lock_path)
+            .map_err(SandboxError::io(format!(
+                "cannot open '{}'",
+                lock_path.display()
+            )))?;
+        let locked = sys::try_lock_exclusive(std::os::fd::AsRawFd::as_raw_fd(&lock)).map_err(
+            SandboxError::io(format!("cannot lock '{}'", lock_path.display())),
+        )?;
+        if !locked {
+            return Err(SandboxError::Policy {
+                message: format!(
+                    "the cache store '{}' is in use by another run; wait for it to end, or give this run another agent id (--agent)",
+                    dir.display()
+                ),
+            });
+        }
+        Ok(CacheStore { dir, lock })
+    }
+
+    fn lock_fd(&self) -> RawFd {
+        std::os::fd::AsRawFd::as_raw_fd(&self.lock)
+    }
+
+    /// The upper and work directories of the cache at `path`, made if missing: one directory per
+    /// cache, named by its path with `%` and `/` escaped (`/root/.npm` is `%2Froot%2F.npm`).
+    fn layers(&self, path: &Path) -> Result<(PathBuf, PathBuf), SandboxError> {
+        use std::os::unix::fs::DirBuilderExt;
+        let mut name = Vec::new();
+        for b in path.as_os_str().as_bytes() {
+            match b {
+                b'%' => name.extend_from_slice(b"%25"),
+                b'/' => name.extend_from_slice(b"%2F"),
+                b => name.push(*b),
+            }
+        }
+        let base = self.dir.join(OsStr::from_bytes(&name));
+        let (upper, work) = (base.join("upper"), base.join("work"));
+        for d in [&upper, &work] {
+            std::fs::DirBuilder::new()
+                .recursive(true)
+                .mode(0o700)
+                .create(d)
+                .map_err(SandboxError::io(format!(
+                    "cannot create '{}' in the cache store",
+                    d.display()
+                )))?;
+        }
+        Ok((upper, work))
+    }
+}
+
+/// Escapes a path for overlayfs's options, where `,` separates options, `:` lower layers, and `\`
+/// escapes either.
+fn overlay_option_path(path: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(path.len());
+    for b in path {
+        if matches!(b, b',' | b':' | b'\\') {
+            out.push(b'\\');
+        }
+        out.push(*b);
+    }
+    out
 }
 
 fn cstring(bytes: impl Into<Vec<u8>>) -> Result<CString, SandboxError> {
@@ -521,6 +681,8 @@ impl Sandbox {
         let mut made: std::collections::HashSet<OsString> = std::collections::HashSet::new();
         // Directory mounts made so far (parents come first): visible (a bind) or not (a mask).
         let mut mounted: HashMap<&OsStr, bool> = HashMap::new();
+        // Private cache layers made so far.
+        let mut caches = 0usize;
         for m in &self.plan.mounts {
             let dst = cstring(under("/newroot", &m.path).into_vec())?;
             let mut parents = Vec::new();
@@ -541,7 +703,7 @@ impl Sandbox {
                 parents.push((cstring(under("/newroot", &acc).into_vec())?, mode));
             }
             match m.op {
-                MountOp::Bind { dir: true, .. } => {
+                MountOp::Bind { dir: true, .. } | MountOp::Overlay => {
                     mounted.insert(m.path.as_os_str(), true);
                 }
                 MountOp::MaskDir => {
@@ -566,6 +728,55 @@ impl Sandbox {
                     };
                     PreparedOp::Tmpfs {
                         dst,
+                        data: cstring(data)?,
+                    }
+                }
+                MountOp::Overlay => {
+                    let lower = under("/oldroot", &m.path).into_vec();
+                    let (upper, work, private) = match &self.cache_store {
+                        Some(store) => {
+                            let (upper, work) = store.layers(&m.path)?;
+                            (
+                                under("/oldroot", &upper).into_vec(),
+                                under("/oldroot", &work).into_vec(),
+                                None,
+                            )
+                        }
+                        None => {
+                            // One tmpfs for every cache of the run (a mount each cost a launch more),
+                            // in the staging root beside /newroot: never visible inside.
+                            const LAYERS: &str = "/cache-layers";
+                            let tmpfs = if caches == 0 {
+                                let data = match self.policy.limits().memory {
+                                    Some(size) => format!("mode=700,size={size}"),
+                                    None => "mode=700".to_string(),
+                                };
+                                Some((cstring(LAYERS)?, cstring(data)?))
+                            } else {
+                                None
+                            };
+                            let dir = format!("{LAYERS}/{caches}");
+                            caches += 1;
+                            let work = format!("{dir}/work").into_bytes();
+                            let private = child::PrivateLayer {
+                                tmpfs,
+                                dir: cstring(dir.clone())?,
+                                work: cstring(work.clone())?,
+                            };
+                            (format!("{dir}/upper").into_bytes(), work, Some(private))
+                        }
+                    };
+                    let mut data = b"lowerdir=".to_vec();
+                    data.extend(overlay_option_path(&lower));
+                    data.extend_from_slice(b",upperdir=");
+                    data.extend(overlay_option_path(&upper));
+                    data.extend_from_slice(b",workdir=");
+                    data.extend(overlay_option_path(&work));
+                    PreparedOp::Overlay {
+                        dst,
+                        lower: cstring(lower)?,
+                        upper: cstring(upper)?,
+                        private,
                         data: cstring(data)?,
                     }
                 }
@@ -724,6 +935,7 @@ impl Sandbox {
             seccomp: crate::seccomp::program(),
             proxy: proxy_pair.map(|(_, child)| (child, PROXY_PORT)),
             proxy_sup: proxy_pair.map(|(sup, _)| sup),
+            cache_lock: self.cache_store.as_ref().map(CacheStore::lock_fd),
             status_w,
             old_mask,
             cap_last,
@@ -811,7 +1023,8 @@ impl Sandbox {
             create_dirs: self.plan.create_dirs(),
             writable_roots: self.plan.writable_roots(),
         };
-        let mediator = crate::mediate::spawn(mediator_sup, &mediator_config);
+        let inherited: Vec<RawFd> = self.cache_store.iter().map(CacheStore::lock_fd).collect();
+        let mediator = crate::mediate::spawn(mediator_sup, &mediator_config, &inherited);
         sys::close(mediator_sup);
         let mediator = match mediator {
             Ok(m) => m,
@@ -851,6 +1064,7 @@ impl Sandbox {
             warnings: self.warnings,
             mediator,
             proxy_listener,
+            _cache_store: self.cache_store,
         })
     }
 }
@@ -909,6 +1123,8 @@ pub struct RunningSandbox {
     warnings: Vec<String>,
     mediator: crate::mediate::MediatorProcess,
     proxy_listener: Option<ProxyListener>,
+    /// Held (locked) until the run is dropped.
+    _cache_store: Option<CacheStore>,
 }
 
 /// Why a run was stopped by stockade rather than ending by itself.

@@ -146,6 +146,30 @@ pub(crate) fn mkdir(path: &CStr, mode: u32) -> io::Result<()> {
     check(unsafe { libc::mkdir(path.as_ptr(), mode) }).map(drop)
 }
 
+/// `stat`'s owner and permission bits (`st_mode & 07777`).
+pub(crate) fn owner_and_mode(path: &CStr) -> io::Result<(u32, u32, u32)> {
+    // SAFETY: `st` is plain data filled by the kernel.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: a NUL-terminated path and a valid pointer for the duration of the call.
+    check(unsafe { libc::stat(path.as_ptr(), &mut st) })?;
+    Ok((st.st_uid, st.st_gid, st.st_mode & 0o7777))
+}
+
+pub(crate) fn chown(path: &CStr, uid: u32, gid: u32) -> io::Result<()> {
+    // SAFETY: NUL-terminated path.
+    check(unsafe { libc::chown(path.as_ptr(), uid, gid) }).map(drop)
+}
+
+/// Takes an exclusive `flock` on `fd` without waiting: `Ok(false)` when another holder has it.
+pub(crate) fn try_lock_exclusive(fd: RawFd) -> io::Result<bool> {
+    // SAFETY: integer arguments.
+    match check(unsafe { libc::flock(fd, libc::LOCK_EX | libc::LOCK_NB) }) {
+        Ok(_) => Ok(true),
+        Err(e) if e.raw_os_error() == Some(libc::EWOULDBLOCK) => Ok(false),
+        Err(e) => Err(e),
+    }
+}
+
 pub(crate) fn chmod(path: &CStr, mode: u32) -> io::Result<()> {
     // SAFETY: NUL-terminated path.
     check(unsafe { libc::chmod(path.as_ptr(), mode) }).map(drop)
