@@ -87,6 +87,78 @@ both_users! {
     }
 }
 
+/// A server on 127.0.0.1 that reads everything until the client half-closes, then answers with the
+/// byte count and a checksum of what it got, followed by 4 MiB of its own; runs until the test ends.
+fn checksum_upstream() -> u16 {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for stream in listener.incoming().flatten() {
+            std::thread::spawn(move || {
+                let mut stream = stream;
+                let mut got = Vec::new();
+                if stream.read_to_end(&mut got).is_err() {
+                    return;
+                }
+                let sum = got
+                    .iter()
+                    .fold(0u64, |s, b| s.wrapping_mul(31).wrapping_add(u64::from(*b)));
+                let _ = writeln!(stream, "{} {sum}", got.len());
+                let _ = stream.write_all(&vec![b'z'; 4 << 20]);
+            });
+        }
+    });
+    port
+}
+
+/// What the client inside sends and checks: 8 MiB up, a half-close, then the server's count and sum
+/// of them and its 4 MiB down, through a CONNECT tunnel and through SOCKS5.
+const TUNNEL_CLIENT: &str = r#"import socket, sys
+port = int(sys.argv[1])
+data = bytes((i * 7 + i // 251) % 256 for i in range(8 << 20))
+want = 0
+for b in data:
+    want = (want * 31 + b) % (1 << 64)
+for way in ('connect', 'socks'):
+    s = socket.create_connection(('127.0.0.1', 3128))
+    if way == 'connect':
+        s.sendall(b'CONNECT good.test:%d HTTP/1.1\r\nHost: good.test:%d\r\n\r\n' % (port, port))
+        head = b''
+        while b'\r\n\r\n' not in head:
+            head += s.recv(1)
+        assert head.startswith(b'HTTP/1.1 200'), head
+    else:
+        s.sendall(b'\x05\x01\x00')
+        assert s.recv(2) == b'\x05\x00'
+        s.sendall(b'\x05\x01\x00\x03' + bytes([9]) + b'good.test' + port.to_bytes(2, 'big'))
+        assert s.recv(10)[1] == 0
+    s.sendall(data)
+    s.shutdown(socket.SHUT_WR)
+    got = b''
+    while True:
+        chunk = s.recv(1 << 16)
+        if not chunk:
+            break
+        got += chunk
+    line, _, rest = got.partition(b'\n')
+    print(way, 'echoed' if line == b'%d %d' % (len(data), want) else 'WRONG %r' % line[:80],
+          'received', len(rest), 'ok' if rest == b'z' * (4 << 20) else 'WRONG')
+"#;
+
+both_users! {
+    /// A tunnel carries bytes both ways intact and passes a half-close on: 8 MiB up, the end of them,
+    /// then the server's answer and 4 MiB down, through CONNECT and through SOCKS5.
+    fn tunnels_carry_both_ways_and_pass_a_half_close_on(d) {
+        let port = checksum_upstream();
+        d.write("work/tunnel.py", TUNNEL_CLIENT);
+        let out = run_net(&d, &["--net-allow", "good.test", "--net-allow", &format!("127.0.0.1:{port}")],
+                          &format!("python3 tunnel.py {port}"));
+        out.ok()
+            .stdout_has("connect echoed received 4194304 ok")
+            .stdout_has("socks echoed received 4194304 ok");
+    }
+}
+
 both_users! {
     /// An allowed name that resolves to loopback does not reach the host's services; the refusal is
     /// audited with the host, the port and the reason, and counted in the --json outcome.
