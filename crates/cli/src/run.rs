@@ -128,10 +128,7 @@ pub(crate) fn run(args: RunArgs, json: bool, audit: &AuditLog) -> anyhow::Result
     for w in sandbox.warnings() {
         output::message(&format!("warning: {w}"));
     }
-    let proxy_config = match policy.net().rules() {
-        Some(rules) => Some(proxy_config(rules, &policy)?),
-        None => None,
-    };
+    let proxy_config = stockade_net::proxy_config_for(&policy)?;
     let mut running = match sandbox.spawn() {
         Ok(r) => r,
         Err(e) => return refuse(e),
@@ -217,102 +214,6 @@ pub(crate) fn run(args: RunArgs, json: bool, audit: &AuditLog) -> anyhow::Result
         124 if outcome.timed_out => ExitStatus::Timeout,
         s => ExitStatus::External(u8::try_from(s).unwrap_or(125)),
     })
-}
-
-/// The proxy's settings: the policy's rules, and names pinned by the file `$STOCKADE_NET_HOSTS` names
-/// (`/etc/hosts` format), answered before the system's resolver.
-fn proxy_config(
-    rules: &stockade_policy::NetRules,
-    policy: &stockade_policy::ResolvedPolicy,
-) -> anyhow::Result<stockade_net::ProxyConfig> {
-    let mut config = stockade_net::ProxyConfig::new(rules.clone())
-        .context("cannot read this host's interface addresses for the network proxy")?;
-    if !policy.gateways().is_empty() {
-        let mut routes = Vec::new();
-        for gateway in policy.gateways() {
-            let secrets = gateway_secrets(gateway, policy)?;
-            routes.push(
-                stockade_net::GatewayRoute::new(gateway.clone(), &secrets)
-                    .map_err(|e| anyhow!(e))?,
-            );
-        }
-        let bundle = std::env::var_os("SSL_CERT_FILE").map(std::path::PathBuf::from);
-        let roots = stockade_net::system_roots(bundle.as_deref())
-            .context("cannot load the trust roots the gateways verify their upstreams with")?;
-        config = config.with_gateways(routes, roots)?;
-    }
-    if let Some(path) = std::env::var_os("STOCKADE_NET_HOSTS") {
-        let text = std::fs::read_to_string(&path).with_context(|| {
-            format!(
-                "cannot read $STOCKADE_NET_HOSTS '{}'",
-                Path::new(&path).display()
-            )
-        })?;
-        let bad = config.resolver.pin_hosts_text(&text);
-        if let Some(line) = bad.first() {
-            bail!(
-                "$STOCKADE_NET_HOSTS '{}': '{line}' is not 'ADDRESS NAME...'",
-                Path::new(&path).display()
-            );
-        }
-    }
-    Ok(config)
-}
-
-/// Reads each header value of a gateway once, now, from the supervisor's environment or the env file the
-/// policy names. A value that would also be passed into the sandbox is refused: the point is that it is
-/// not there.
-fn gateway_secrets(
-    gateway: &stockade_policy::Gateway,
-    policy: &stockade_policy::ResolvedPolicy,
-) -> anyhow::Result<Vec<String>> {
-    let mut values = Vec::new();
-    for header in &gateway.headers {
-        if header.env_file.is_none() && policy.env().pass.contains(&header.env) {
-            bail!(
-                "gateway '{}' adds ${} as header '{}', but the profile also passes ${} into the sandbox; \
-                 remove it from env.pass (the gateway exists so that the key stays outside)",
-                gateway.name,
-                header.env,
-                header.name,
-                header.env
-            );
-        }
-        let value = match &header.env_file {
-            Some(file) => read_env_file(file)?
-                .into_iter()
-                .rev()
-                .find(|(k, _)| *k == header.env)
-                .map(|(_, v)| v)
-                .ok_or_else(|| {
-                    anyhow!(
-                        "gateway '{}': '{}' has no line {}=...",
-                        gateway.name,
-                        file.display(),
-                        header.env
-                    )
-                })?,
-            None => std::env::var(&header.env).map_err(|_| {
-                anyhow!(
-                    "gateway '{}' takes header '{}' from ${}, which is not set; export it where you run \
-                     stockade (it stays outside the sandbox), or name a file with env-file",
-                    gateway.name,
-                    header.name,
-                    header.env
-                )
-            })?,
-        };
-        if value.is_empty() {
-            bail!(
-                "gateway '{}': ${} is empty; header '{}' would carry no key",
-                gateway.name,
-                header.env,
-                header.name
-            );
-        }
-        values.push(value);
-    }
-    Ok(values)
 }
 
 /// The proxy's refusals into the audit log (layer `net`), the first few on stderr as the mediator's are.
@@ -465,29 +366,9 @@ fn human_ms(ms: u64) -> String {
     }
 }
 
-/// `K=V` lines; blank lines and `#` comments skipped; `export ` and matching quotes stripped.
 fn read_env_file(path: &Path) -> anyhow::Result<Vec<(String, String)>> {
-    let text = std::fs::read_to_string(path)
-        .with_context(|| format!("cannot read --env-file '{}'", path.display()))?;
-    let mut out = Vec::new();
-    for (i, line) in text.lines().enumerate() {
-        let line = line.trim();
-        if line.is_empty() || line.starts_with('#') {
-            continue;
-        }
-        let line = line.strip_prefix("export ").unwrap_or(line);
-        let Some((k, v)) = line.split_once('=') else {
-            bail!("{}:{}: expected K=V", path.display(), i + 1);
-        };
-        let v = v.trim();
-        let v = v
-            .strip_prefix('"')
-            .and_then(|v| v.strip_suffix('"'))
-            .or_else(|| v.strip_prefix('\'').and_then(|v| v.strip_suffix('\'')))
-            .unwrap_or(v);
-        out.push((k.trim().to_string(), v.to_string()));
-    }
-    Ok(out)
+    stockade_policy::read_env_file(path)
+        .with_context(|| format!("cannot read --env-file '{}'", path.display()))
 }
 
 #[cfg(test)]
@@ -508,11 +389,6 @@ mod tests {
             ]
         );
         std::fs::write(&f, "oops\n").unwrap();
-        assert!(
-            read_env_file(&f)
-                .unwrap_err()
-                .to_string()
-                .contains("a.env:1")
-        );
+        assert!(format!("{:#}", read_env_file(&f).unwrap_err()).contains("a.env:1"));
     }
 }

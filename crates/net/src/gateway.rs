@@ -72,10 +72,13 @@ impl GatewayRoute {
     }
 }
 
+/// The system's PEM bundle of trust roots (Debian's `ca-certificates`).
+pub(crate) const SYSTEM_BUNDLE: &str = "/etc/ssl/certs/ca-certificates.crt";
+
 /// Trust roots from a PEM bundle: `$SSL_CERT_FILE` when set, else the system's
 /// (`/etc/ssl/certs/ca-certificates.crt`).
 pub fn system_roots(bundle: Option<&Path>) -> io::Result<rustls::RootCertStore> {
-    let path = bundle.unwrap_or(Path::new("/etc/ssl/certs/ca-certificates.crt"));
+    let path = bundle.unwrap_or(Path::new(SYSTEM_BUNDLE));
     let mut roots = rustls::RootCertStore::empty();
     let certs = CertificateDer::pem_file_iter(path)
         .map_err(|e| io::Error::other(format!("{}: {e}", path.display())))?;
@@ -168,7 +171,7 @@ pub(crate) async fn serve(mut req: Request<Incoming>, state: &State) -> Response
         }
     };
     let handshake = hyper::client::conn::http1::Builder::new()
-        .handshake(TokioIo::new(upstream))
+        .handshake(TokioIo::new(EndWithoutCloseNotify(upstream)))
         .await;
     let (mut sender, connection) = match handshake {
         Ok(pair) => pair,
@@ -202,6 +205,52 @@ pub(crate) async fn serve(mut req: Request<Incoming>, state: &State) -> Response
             StatusCode::BAD_GATEWAY,
             &format!("gateway '{}': {e}", gateway.name),
         ),
+    }
+}
+
+/// An upstream TLS stream whose end without TLS `close_notify` reads as a plain end of stream. A server
+/// that ends a response by closing the connection (no length, no chunks: the usual way to end an event
+/// stream over HTTP/1.0 semantics) often skips `close_notify`; rustls reports that as an error, which
+/// would reach the program as a response cut short after its last byte (and Claude Code then sends its
+/// request again). Framed bodies lose nothing: hyper still refuses a length or a chunk cut short.
+struct EndWithoutCloseNotify<S>(S);
+
+impl<S: tokio::io::AsyncRead + Unpin> tokio::io::AsyncRead for EndWithoutCloseNotify<S> {
+    fn poll_read(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> std::task::Poll<io::Result<()>> {
+        match std::pin::Pin::new(&mut self.0).poll_read(cx, buf) {
+            std::task::Poll::Ready(Err(e)) if e.kind() == io::ErrorKind::UnexpectedEof => {
+                std::task::Poll::Ready(Ok(()))
+            }
+            other => other,
+        }
+    }
+}
+
+impl<S: tokio::io::AsyncWrite + Unpin> tokio::io::AsyncWrite for EndWithoutCloseNotify<S> {
+    fn poll_write(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &[u8],
+    ) -> std::task::Poll<io::Result<usize>> {
+        std::pin::Pin::new(&mut self.0).poll_write(cx, buf)
+    }
+
+    fn poll_flush(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<io::Result<()>> {
+        std::pin::Pin::new(&mut self.0).poll_flush(cx)
+    }
+
+    fn poll_shutdown(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<io::Result<()>> {
+        std::pin::Pin::new(&mut self.0).poll_shutdown(cx)
     }
 }
 

@@ -30,8 +30,10 @@
 mod gateway;
 mod proxy;
 mod resolve;
+mod setup;
 mod sys;
 
 pub use gateway::{GatewayRoute, system_roots};
 pub use proxy::{NetRefusal, NetReport, Protocol, Proxy, ProxyConfig};
 pub use resolve::Resolver;
+pub use setup::{SetupError, proxy_config_for};

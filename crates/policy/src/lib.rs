@@ -82,7 +82,7 @@ pub use scope::{
     Access, GlobTarget, Level, PathTarget, RuleId, RuleSource, Scope, ScopeKind, ScopeTarget,
 };
 pub use units::{parse_duration, parse_size};
-pub use vars::{KNOWN_VARIABLES, Variables};
+pub use vars::{KNOWN_VARIABLES, Variables, read_env_file};
 
 #[cfg(test)]
 #[path = "tests.rs"]

@@ -102,6 +102,35 @@ impl Variables {
     }
 }
 
+/// The `K=V` lines of an env file (`--env-file`, a gateway's `env-file`): blank lines and `#` comments
+/// skipped, an `export ` prefix and one pair of matching quotes around the value dropped. A line without
+/// `=` is an `InvalidData` error naming the file and line.
+pub fn read_env_file(path: &std::path::Path) -> std::io::Result<Vec<(String, String)>> {
+    let text = std::fs::read_to_string(path)?;
+    let mut out = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        let line = line.trim();
+        if line.is_empty() || line.starts_with('#') {
+            continue;
+        }
+        let line = line.strip_prefix("export ").unwrap_or(line);
+        let Some((k, v)) = line.split_once('=') else {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::InvalidData,
+                format!("{}:{}: expected K=V", path.display(), i + 1),
+            ));
+        };
+        let v = v.trim();
+        let v = v
+            .strip_prefix('"')
+            .and_then(|v| v.strip_suffix('"'))
+            .or_else(|| v.strip_prefix('\'').and_then(|v| v.strip_suffix('\'')))
+            .unwrap_or(v);
+        out.push((k.trim().to_string(), v.to_string()));
+    }
+    Ok(out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -235,64 +235,6 @@ fn net_rules_are_checked_before_anything_starts() {
         .stdout_has("network            through the proxy: allow *.example.com:443");
 }
 
-/// A scripted Messages API over HTTPS at `api.gateway.test` (pinned to 127.0.0.1), with a certificate
-/// from a CA made for the test; logs every request with its headers.
-struct TlsApi {
-    _server: KillOnDrop,
-    port: String,
-    ca: std::path::PathBuf,
-    hosts: std::path::PathBuf,
-    log: std::path::PathBuf,
-}
-
-impl TlsApi {
-    fn start(d: &TestDir, script: serde_json::Value) -> TlsApi {
-        let dir = d.path("api");
-        std::fs::create_dir_all(&dir).unwrap();
-        let openssl = |args: &str| {
-            let st = std::process::Command::new("sh")
-                .args(["-c", &format!("openssl {args}")])
-                .current_dir(&dir)
-                .stderr(std::process::Stdio::null())
-                .status()
-                .unwrap();
-            assert!(st.success(), "openssl {args}");
-        };
-        let ec = "-newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes";
-        openssl(&format!(
-            "req -x509 {ec} -keyout ca.key -out ca.pem -days 2 -subj /CN=stockade-test-ca"
-        ));
-        openssl(&format!(
-            "req {ec} -keyout server.key -out server.csr -subj /CN=api.gateway.test"
-        ));
-        std::fs::write(dir.join("san.ext"), "subjectAltName=DNS:api.gateway.test\n").unwrap();
-        openssl(
-            "x509 -req -in server.csr -CA ca.pem -CAkey ca.key -CAcreateserial -out server.pem -days 2 -extfile san.ext",
-        );
-        let (server, port) = scripted_api(
-            &dir,
-            &script,
-            Some((&dir.join("server.pem"), &dir.join("server.key"))),
-        );
-        std::fs::write(dir.join("hosts"), "127.0.0.1 api.gateway.test\n").unwrap();
-        TlsApi {
-            _server: server,
-            port,
-            ca: dir.join("ca.pem"),
-            hosts: dir.join("hosts"),
-            log: dir.join("requests.jsonl"),
-        }
-    }
-
-    fn requests(&self) -> Vec<serde_json::Value> {
-        std::fs::read_to_string(&self.log)
-            .unwrap_or_default()
-            .lines()
-            .map(|l| serde_json::from_str(l).unwrap())
-            .collect()
-    }
-}
-
 /// Looks for the secret (given hex-encoded, so that no command line holds it) in every process's
 /// environment, command line and readable memory it can see, and in the files under the directories given.
 const FIND_SECRET: &str = r#"import os, sys
@@ -337,6 +279,10 @@ fn hex(s: &str) -> String {
     s.bytes().map(|b| format!("{b:02x}")).collect()
 }
 
+/// A streamed Messages request through the gateway (the scripted API ends its event stream by closing
+/// the connection); prints `stream STATUS` when curl got the whole response.
+const STREAM: &str = r#"curl -sS -N -o /dev/null -w 'stream %{http_code}\n' -X POST -H 'content-type: application/json' -d '{"stream":true,"tools":[{"name":"x"}],"messages":[]}' "$API_BASE_URL/v1/messages""#;
+
 both_users! {
     /// The gateway: the upstream gets the key in the headers the policy names (replacing the placeholder
     /// the program sent), under the upstream's base path; inside, there is no trace of the key.
@@ -356,7 +302,7 @@ both_users! {
             print('status', urllib.request.urlopen(req).status)\n");
         let out = d
             .stockade(["--json", "run", "--policy", "policy.toml", "--profile", "gw", "--", "sh", "-c",
-                       &format!("python3 call.py && python3 find_secret.py {} . \"$TMPDIR\" && echo \"key inside: $API_KEY\"",
+                       &format!("python3 call.py && python3 find_secret.py {} . \"$TMPDIR\" && echo \"key inside: $API_KEY\" && {STREAM}",
                                 hex(&secret))])
             .env("GATEWAY_TEST_KEY", &secret)
             .env("SSL_CERT_FILE", api.ca.to_str().unwrap())
@@ -365,13 +311,16 @@ both_users! {
         out.ok()
             .stdout_has("status 200")
             .stdout_has("no trace of the secret")
-            .stdout_has("key inside: stockade-gateway-adds-the-key");
+            .stdout_has("key inside: stockade-gateway-adds-the-key")
+            // The event stream ends as the upstream ended it (by closing, without TLS close_notify):
+            // whole, not cut short (curl would exit 18).
+            .stdout_has("stream 200");
         assert!(!out.stdout.contains(&secret) && !out.stderr.contains(&secret));
         let outcome: serde_json::Value =
             serde_json::from_str(out.stdout.lines().last().unwrap()).unwrap();
-        assert_eq!(outcome["net"]["gateway_requests"], 1, "{outcome}");
+        assert_eq!(outcome["net"]["gateway_requests"], 2, "{outcome}");
         let requests = api.requests();
-        assert_eq!(requests.len(), 1, "{requests:?}");
+        assert_eq!(requests.len(), 2, "{requests:?}");
         assert_eq!(requests[0]["path"], "/base/v1/messages/count_tokens?beta=true");
         assert_eq!(requests[0]["headers"]["x-api-key"], secret.as_str());
         assert_eq!(requests[0]["headers"]["authorization"], format!("Bearer {secret}"));

@@ -434,6 +434,64 @@ pub(super) fn scripted_api(
     panic!("the scripted API did not start");
 }
 
+/// A scripted Messages API over HTTPS at `api.gateway.test` (pinned to 127.0.0.1), with a certificate
+/// from a CA made for the test; logs every request with its headers.
+pub(super) struct TlsApi {
+    _server: KillOnDrop,
+    pub(super) port: String,
+    pub(super) ca: std::path::PathBuf,
+    pub(super) hosts: std::path::PathBuf,
+    log: std::path::PathBuf,
+}
+
+impl TlsApi {
+    pub(super) fn start(d: &TestDir, script: serde_json::Value) -> TlsApi {
+        let dir = d.path("api");
+        std::fs::create_dir_all(&dir).unwrap();
+        let openssl = |args: &str| {
+            let st = std::process::Command::new("sh")
+                .args(["-c", &format!("openssl {args}")])
+                .current_dir(&dir)
+                .stderr(std::process::Stdio::null())
+                .status()
+                .unwrap();
+            assert!(st.success(), "openssl {args}");
+        };
+        let ec = "-newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes";
+        openssl(&format!(
+            "req -x509 {ec} -keyout ca.key -out ca.pem -days 2 -subj /CN=stockade-test-ca"
+        ));
+        openssl(&format!(
+            "req {ec} -keyout server.key -out server.csr -subj /CN=api.gateway.test"
+        ));
+        std::fs::write(dir.join("san.ext"), "subjectAltName=DNS:api.gateway.test\n").unwrap();
+        openssl(
+            "x509 -req -in server.csr -CA ca.pem -CAkey ca.key -CAcreateserial -out server.pem -days 2 -extfile san.ext",
+        );
+        let (server, port) = scripted_api(
+            &dir,
+            &script,
+            Some((&dir.join("server.pem"), &dir.join("server.key"))),
+        );
+        std::fs::write(dir.join("hosts"), "127.0.0.1 api.gateway.test\n").unwrap();
+        TlsApi {
+            _server: server,
+            port,
+            ca: dir.join("ca.pem"),
+            hosts: dir.join("hosts"),
+            log: dir.join("requests.jsonl"),
+        }
+    }
+
+    pub(super) fn requests(&self) -> Vec<serde_json::Value> {
+        std::fs::read_to_string(&self.log)
+            .unwrap_or_default()
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect()
+    }
+}
+
 /// Kills a spawned child when dropped, so a failing test leaves nothing running.
 pub(super) struct KillOnDrop(pub std::process::Child);
 
