@@ -7,7 +7,8 @@
 # Throughput: inside one sandbox, DOWNLOAD_RUNS curls of a 100 MB file from tmpfs, each reporting
 # speed_download; the median. Launch costs are outside both figures. srt (npm @anthropic-ai/sandbox-runtime,
 # bubblewrap and socat) is measured the same way when `srt` is on PATH or $SRT names it.
-# Results go to bench/results/net.txt (copied into BENCHMARKS.md by hand, with the date).
+# Needs nginx (Debian: nginx-light). Results go to bench/results/net.txt (copied into BENCHMARKS.md by
+# hand, with the date).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 setup_runs=${1:-300}

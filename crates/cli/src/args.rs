@@ -335,6 +335,15 @@ pub(crate) struct QuarantineArgs {
     /// Cap on the reader's stdout.
     #[arg(long, value_name = "SIZE", default_value = "1MiB")]
     pub(crate) max_output: String,
+    /// Pass this variable of your environment to the reader (repeatable; e.g. ANTHROPIC_MODEL,
+    /// ANTHROPIC_CUSTOM_HEADERS). Credentials are refused: the claude reader's gateway adds
+    /// $ANTHROPIC_API_KEY outside, and $ANTHROPIC_BASE_URL is always that gateway's upstream.
+    #[arg(long, value_name = "NAME")]
+    pub(crate) pass_env: Vec<String>,
+    /// Let the reader reach this host (repeatable; `example.com`, `*.example.com`, optional `:port`),
+    /// through stockade's proxy, when the profile allows WebFetch. Default: no host at all.
+    #[arg(long, value_name = "HOST")]
+    pub(crate) net_allow: Vec<String>,
 }
 
 /// The directory the file tools are confined to, and the policy inside it.

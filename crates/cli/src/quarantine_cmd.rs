@@ -36,6 +36,8 @@ pub(crate) fn quarantine(args: QuarantineArgs, audit: &AuditLog) -> anyhow::Resu
         max_output,
         audit: Some(audit.clone()),
         home: None,
+        pass_env: args.pass_env,
+        net_allow: args.net_allow,
     };
     match stockade_quarantine::run(&args.files, &config) {
         Ok(result) => {

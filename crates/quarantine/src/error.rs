@@ -33,6 +33,15 @@ pub enum QuarantineError {
         /// Why.
         reason: String,
     },
+    /// The reader cannot be set up as asked (its API, its environment, its network proxy).
+    #[error("{reason}")]
+    Reader {
+        /// What is wrong and the fix.
+        reason: String,
+    },
+    /// The reader's network proxy could not be set up (its gateway's key, the trust roots).
+    #[error(transparent)]
+    Net(#[from] stockade_net::SetupError),
     /// The policy for the reader could not be built.
     #[error(transparent)]
     Policy(#[from] stockade_policy::PolicyError),

@@ -99,14 +99,20 @@ struct BorrowedSource<'a> {
     quote: Cow<'a, str>,
 }
 
-/// A reference the gate refused, and why.
+/// A reference the gate refused, and why: described, never quoted. The reader's text is exactly what
+/// must not reach the privileged side, so a rejection carries only its position, the kind it claimed,
+/// the input file it named (when it is one of the inputs), the line number, and a reason written here.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Rejected {
     /// 0-based position in the reader's output.
     pub index: usize,
-    /// The reference as the reader wrote it (cut to 1 KiB).
-    pub reference: String,
+    /// The kind it claimed, when it had the shape of a reference.
+    pub kind: Option<ReferenceKind>,
+    /// The input file it named, canonical, when it named one of the inputs.
+    pub file: Option<String>,
+    /// The line number it named, when it had the shape of a reference.
+    pub line: Option<usize>,
     /// Why it was refused.
     pub reason: String,
 }
@@ -298,9 +304,7 @@ impl SourceSet {
                 .is_some_and(|f| f.canonical_text == file_name)
         });
         let Some(index) = hinted.or_else(|| self.by_name.get(file_name).copied()) else {
-            return Err(format!(
-                "source file {file_name:?} is not one of the input files"
-            ));
+            return Err("its source file is not one of the input files".to_string());
         };
         let file = &self.files[index];
         let Some(line) = file.line(line_number) else {
@@ -322,13 +326,12 @@ impl SourceSet {
         Ok(index)
     }
 
-    /// The gate for a reference parsed straight from the reader's output (`raw`, its text): what
-    /// [`SourceSet::gate`] answers for the same element, with strings allocated only for a reference that
-    /// passes. Also returns the file's index, as the next call's hint.
+    /// The gate for a reference parsed straight from the reader's output: what [`SourceSet::gate`]
+    /// answers for the same element, with strings allocated only for a reference that passes. Also
+    /// returns the file's index, as the next call's hint.
     pub(crate) fn gate_borrowed(
         &self,
         index: usize,
-        raw: &[u8],
         reference: BorrowedReference<'_>,
         hint: Option<usize>,
     ) -> (Result<TypedReference, Rejected>, Option<usize>) {
@@ -358,10 +361,14 @@ impl SourceSet {
                 (Ok(accepted), Some(file))
             }
             Err(reason) => (
-                // The parser has checked the element is UTF-8; it is only looked at when refused.
                 Err(Rejected {
                     index,
-                    reference: shown(&String::from_utf8_lossy(raw)),
+                    kind: Some(reference.kind),
+                    file: self
+                        .by_name
+                        .get(source.file.as_ref())
+                        .map(|&i| self.files[i].canonical_text.clone()),
+                    line: Some(source.line),
                     reason,
                 }),
                 hint,
@@ -396,30 +403,115 @@ impl SourceSet {
         raw: &serde_json::value::RawValue,
     ) -> Result<TypedReference, Rejected> {
         match serde_json::from_str::<BorrowedReference>(raw.get()) {
-            Ok(reference) => {
-                self.gate_borrowed(index, raw.get().as_bytes(), reference, None)
-                    .0
-            }
+            Ok(reference) => self.gate_borrowed(index, reference, None).0,
             Err(e) => Err(Rejected {
                 index,
-                reference: shown(raw.get()),
-                reason: format!("not a TypedReference: {e}"),
+                kind: None,
+                file: None,
+                line: None,
+                reason: not_a_reference(&e, raw.get()),
             }),
         }
     }
 }
 
-/// A rejected element as the report shows it: cut to 1 KiB.
-fn shown(raw: &str) -> String {
-    let mut cut = raw.len().min(1024);
-    while !raw.is_char_boundary(cut) {
-        cut -= 1;
+/// Why an element is not a [`TypedReference`], in words of this program: serde's own messages quote the
+/// element (`invalid type: string "..."`, ``unknown variant `...` ``), and the element is the reader's
+/// text. So the element is looked at again, as a JSON value, and its shape described.
+pub(crate) fn not_a_reference(e: &serde_json::Error, raw: &str) -> String {
+    let why = match serde_json::from_str::<serde_json::Value>(raw) {
+        Err(e) => format!(
+            "not valid JSON, at byte {} of its {} bytes",
+            byte_offset(raw, e.line(), e.column()),
+            raw.len()
+        ),
+        Ok(value) => match shape_problem(&value) {
+            Some(problem) => format!("{problem} (an element of {} bytes)", raw.len()),
+            None => format!(
+                "a field has the wrong type, at byte {} of its {} bytes",
+                byte_offset(raw, e.line(), e.column()),
+                raw.len()
+            ),
+        },
+    };
+    format!("not a TypedReference: {why}")
+}
+
+/// What is wrong with an element's shape, naming only this program's field names and JSON's types.
+fn shape_problem(value: &serde_json::Value) -> Option<String> {
+    use serde_json::Value;
+    fn type_name(v: &Value) -> &'static str {
+        match v {
+            Value::Null => "null",
+            Value::Bool(_) => "a boolean",
+            Value::Number(_) => "a number",
+            Value::String(_) => "a string",
+            Value::Array(_) => "an array",
+            Value::Object(_) => "an object",
+        }
     }
-    let mut text = raw[..cut].to_string();
-    if cut < raw.len() {
-        text.push('…');
+    fn fields(object: &serde_json::Map<String, Value>, names: &[&str], of: &str) -> Option<String> {
+        if object.keys().any(|k| !names.contains(&k.as_str())) {
+            return Some(format!(
+                "unknown field in {of} (only {} are allowed)",
+                names.join(", ")
+            ));
+        }
+        names
+            .iter()
+            .find(|n| !object.contains_key(**n))
+            .map(|n| format!("missing field `{n}` in {of}"))
     }
-    text
+    let Some(reference) = value.as_object() else {
+        return Some(format!(
+            "expected struct TypedReference, found {}",
+            type_name(value)
+        ));
+    };
+    if let Some(problem) = fields(reference, &["kind", "value", "source"], "the reference") {
+        return Some(problem);
+    }
+    if serde_json::from_value::<ReferenceKind>(reference["kind"].clone()).is_err() {
+        return Some(
+            "unknown variant: kind is not one of url, email, path, package, repository, version"
+                .to_string(),
+        );
+    }
+    if !reference["value"].is_string() {
+        return Some(format!(
+            "value is {}, not a string",
+            type_name(&reference["value"])
+        ));
+    }
+    let Some(source) = reference["source"].as_object() else {
+        return Some(format!(
+            "expected struct Source, found {}",
+            type_name(&reference["source"])
+        ));
+    };
+    if let Some(problem) = fields(source, &["file", "line", "quote"], "source") {
+        return Some(problem);
+    }
+    if !source["file"].is_string() || !source["quote"].is_string() {
+        return Some("source.file and source.quote must be strings".to_string());
+    }
+    if !source["line"].is_u64() {
+        return Some(format!(
+            "source.line is {}, not a line number",
+            type_name(&source["line"])
+        ));
+    }
+    None
+}
+
+/// The byte offset of serde_json's 1-based line and column (a column counts bytes) in `text`.
+pub(crate) fn byte_offset(text: &str, line: usize, column: usize) -> usize {
+    let line_start: usize = text
+        .split_inclusive('\n')
+        .take(line.saturating_sub(1))
+        .map(str::len)
+        .sum();
+    (line_start + column.saturating_sub(1)).min(text.len())
 }
 
 /// Refuses a source over [`MAX_SOURCE_BYTES`], naming it.
@@ -448,7 +540,7 @@ fn contains(haystack: &str, needle: &str) -> bool {
 
 /// Characters a reference may not carry: controls (tab aside in quotes is allowed by callers' text, but
 /// never needed in a single line), bidirectional overrides and invisible formatting.
-fn forbidden(c: char) -> bool {
+pub(crate) fn forbidden(c: char) -> bool {
     (c.is_control() && c != '\t')
         || matches!(c, '\u{200B}'..='\u{200F}' | '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}' | '\u{FEFF}')
 }

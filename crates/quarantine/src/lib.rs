@@ -24,7 +24,7 @@ pub use gate::{
 pub use profile::{CrossProjectProfile, profile_schema};
 pub use runner::{
     CommandLine, DEFAULT_MAX_OUTPUT, DEFAULT_TIMEOUT, QuarantineConfig, QuarantineResult, Reader,
-    build_command, find_program, parse_output, run,
+    build_command, claude_command, find_program, parse_output, run,
 };
 pub use stream::StreamingGate;
 

@@ -3,12 +3,26 @@
 //!
 //! The reader runs under `stockade-sandbox` with a policy built for this run alone: read access to exactly
 //! the input files, the system directories programs need and the reader program itself; the profile's
-//! denied paths and the usual secrets denied; writes only to its private temp dir; no network unless the
-//! profile allows `WebFetch`; nothing of what lies beside the inputs (their neighbours' names do not exist
-//! inside). Each input is a read-only snapshot of the bytes the gate checks, at the input's own path in the
-//! sandbox's root (`Sandbox::snapshot_files`), so the reader and the gate read the same text. The profile's
-//! tool lists are handed to readers that understand them (Claude Code); the kernel enforces the file and
-//! network rules whatever the reader does. The output is gated as it arrives ([`crate::StreamingGate`]).
+//! denied paths and the usual secrets denied; writes only to its private temp dir; nothing of what lies
+//! beside the inputs (their neighbours' names do not exist inside). Each input is a read-only snapshot of
+//! the bytes the gate checks, at the input's own path in the sandbox's root (`Sandbox::snapshot_files`),
+//! so the reader and the gate read the same text. The output is gated as it arrives
+//! ([`crate::StreamingGate`]).
+//!
+//! # Security model
+//!
+//! - The reader is untrusted: whatever it prints, on either stream, is the reader's text. Only references
+//!   that passed the gate reach the caller; a rejection, malformed output, the reader's stderr and the
+//!   hosts it tried are described (position, kind, input file, line, sizes, byte offsets), never quoted,
+//!   in the result and in the audit log alike.
+//! - Its network is a private namespace. The hosts it may reach are those the caller grants
+//!   (`net_allow`), and only when the profile allows `WebFetch`; otherwise none.
+//! - The `claude` reader gets a fresh, private Claude Code home in the sandbox's temp dir (settings,
+//!   state, transcripts: gone with the run), so no hook, plugin, MCP server or CLAUDE.md of the user's is
+//!   loaded (`--strict-mcp-config` besides; `--bare` would also drop `Glob` and `Grep`). It holds no key: it reaches its API through the proxy's gateway, which adds
+//!   `$ANTHROPIC_API_KEY` outside. Its tools are pre-approved exactly: `Read` of each input (which Claude
+//!   Code also applies to `Glob` and `Grep`), `WebFetch` of each granted host; everything else is refused
+//!   by `--permission-mode dontAsk`, and the kernel refuses it again whatever Claude Code decides.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -17,7 +31,7 @@ use std::time::{Duration, Instant};
 use schemars::JsonSchema;
 use serde::Serialize;
 use stockade_audit::{AuditLog, AuditRecord, Layer};
-use stockade_policy::{LimitsOverride, NetMode, PathResolver, PolicyBuilder, Variables};
+use stockade_policy::{LimitsOverride, PathResolver, PolicyBuilder, Variables};
 use stockade_sandbox::{SandboxBuilder, Siblings, Stdio, StopReason};
 
 use crate::error::QuarantineError;
@@ -76,6 +90,11 @@ pub struct QuarantineConfig {
     pub audit: Option<AuditLog>,
     /// `~` in denied paths (default: `$HOME`).
     pub home: Option<PathBuf>,
+    /// Variables of this process's environment passed to the reader (for Claude Code, say,
+    /// `ANTHROPIC_MODEL` or `ANTHROPIC_CUSTOM_HEADERS`). Credentials are refused: the gateway adds them.
+    pub pass_env: Vec<String>,
+    /// Hosts the reader may reach (`net.allow` rules), when the profile allows `WebFetch`.
+    pub net_allow: Vec<String>,
 }
 
 impl Default for QuarantineConfig {
@@ -88,6 +107,8 @@ impl Default for QuarantineConfig {
             max_output: DEFAULT_MAX_OUTPUT,
             audit: None,
             home: None,
+            pass_env: Vec::new(),
+            net_allow: Vec::new(),
         }
     }
 }
@@ -146,33 +167,108 @@ pub fn build_command(
                 .chain(paths)
                 .collect(),
         },
-        Reader::Claude => {
-            let mut prompt = CLAUDE_PROMPT.to_string();
-            for path in paths {
-                prompt.push('\n');
-                prompt.push_str(&path);
-            }
-            CommandLine {
-                cmd: "claude".to_string(),
-                args: vec![
-                    "-p".to_string(),
-                    prompt,
-                    "--tools".to_string(),
-                    profile.allowed_tools.join(","),
-                    "--disallowedTools".to_string(),
-                    profile.denied_tools.join(","),
-                    "--permission-mode".to_string(),
-                    "dontAsk".to_string(),
-                    "--output-format".to_string(),
-                    "json".to_string(),
-                ],
-            }
-        }
+        Reader::Claude => claude_command(files, profile, &[]),
         Reader::Command(program) => CommandLine {
             cmd: program.clone(),
             args: paths.collect(),
         },
     }
+}
+
+/// Claude Code's command line for a quarantined read: print mode, no MCP server but those given (none),
+/// the profile's tools, and pre-approved only `Read` of each input and `WebFetch` of each host in
+/// `web_hosts` (the profile must allow `WebFetch` and the caller grant the hosts; without hosts the tool
+/// is not offered). `dontAsk` refuses everything else.
+pub fn claude_command(
+    files: &[PathBuf],
+    profile: &CrossProjectProfile,
+    web_hosts: &[String],
+) -> CommandLine {
+    let mut prompt = CLAUDE_PROMPT.to_string();
+    for file in files {
+        prompt.push('\n');
+        prompt.push_str(&file.to_string_lossy());
+    }
+    let web = profile.allows_tool("WebFetch") && !web_hosts.is_empty();
+    let tools: Vec<&str> = profile
+        .allowed_tools
+        .iter()
+        .map(String::as_str)
+        .filter(|t| profile.allows_tool(t) && (*t != "WebFetch" || web))
+        .collect();
+    // `//` starts an absolute path in Claude Code's rules; a Read rule covers Glob and Grep too.
+    let mut allow: Vec<String> = files
+        .iter()
+        .map(|f| format!("Read(/{})", f.to_string_lossy()))
+        .collect();
+    if web {
+        allow.extend(web_hosts.iter().map(|h| {
+            let host = h.rsplit_once(':').map_or(h.as_str(), |(host, port)| {
+                if port.bytes().all(|b| b.is_ascii_digit()) {
+                    host
+                } else {
+                    h.as_str()
+                }
+            });
+            format!("WebFetch(domain:{host})")
+        }));
+    }
+    let settings = serde_json::json!({
+        "permissions": {
+            "allow": allow,
+            "deny": profile.denied_tools,
+            "defaultMode": "dontAsk",
+        },
+        // The domain check would ask Anthropic's servers, which the reader cannot reach; the network
+        // allowlist decides instead.
+        "skipWebFetchPreflight": true,
+    });
+    let mut args = vec![
+        "-p".to_string(),
+        prompt,
+        "--tools".to_string(),
+        tools.join(","),
+        "--permission-mode".to_string(),
+        "dontAsk".to_string(),
+        "--settings".to_string(),
+        settings.to_string(),
+        "--strict-mcp-config".to_string(),
+        "--no-session-persistence".to_string(),
+        "--output-format".to_string(),
+        "json".to_string(),
+    ];
+    if !profile.denied_tools.is_empty() {
+        args.push("--disallowedTools".to_string());
+        args.push(profile.denied_tools.join(","));
+    }
+    CommandLine {
+        cmd: "claude".to_string(),
+        args,
+    }
+}
+
+/// Variables that carry Claude Code's credentials: never passed into its sandbox.
+const CREDENTIAL_VARIABLES: &[&str] = &[
+    "ANTHROPIC_API_KEY",
+    "ANTHROPIC_AUTH_TOKEN",
+    "CLAUDE_CODE_OAUTH_TOKEN",
+];
+
+/// The upstream of the claude reader's gateway: `$ANTHROPIC_BASE_URL` where it is set (a user behind
+/// their own gateway), else Anthropic's API.
+fn claude_upstream() -> Result<String, QuarantineError> {
+    let Ok(url) = std::env::var("ANTHROPIC_BASE_URL") else {
+        return Ok("https://api.anthropic.com".to_string());
+    };
+    if !url.starts_with("https://") {
+        return Err(QuarantineError::Reader {
+            reason: format!(
+                "the claude reader reaches its API through stockade's gateway, which speaks only HTTPS \
+                 upstream, and $ANTHROPIC_BASE_URL is {url:?}; point it at an https:// URL"
+            ),
+        });
+    }
+    Ok(url.trim_end_matches('/').to_string())
 }
 
 /// Where a program is: a path as given (made canonical), or the first match in `PATH`.
@@ -304,30 +400,77 @@ pub fn run(
         snapshots.push((input.clone(), sources.read(input, input.clone())?));
     }
     let temp = stockade_sandbox::new_temp_dir_path();
+    let claude = reader == Reader::Claude;
+    let web_hosts: &[String] = if profile.allows_tool("WebFetch") {
+        &config.net_allow
+    } else {
+        &[]
+    };
+    let command = if claude {
+        claude_command(&inputs, &profile, web_hosts)
+    } else {
+        command
+    };
     let mut read = vec![program.as_path()];
     read.extend(inputs.iter().map(PathBuf::as_path));
-    // Claude Code needs its own state and credentials: granted explicitly, every other rule kept.
-    let claude_state = [home.join(".claude"), home.join(".claude.json")];
-    let write: Vec<&Path> = if reader == Reader::Claude {
-        claude_state.iter().map(PathBuf::as_path).collect()
-    } else {
-        Vec::new()
-    };
     let deny: Vec<&Path> = denied.iter().map(PathBuf::as_path).collect();
-    let toml = stockade_policy::system_run_profile("quarantine", &read, &write, &deny);
+    let mut toml = stockade_policy::system_run_profile("quarantine", &read, &[], &deny);
+    if claude {
+        // The API through the gateway: the key stays in this process; inside, a base URL and a
+        // placeholder (Claude Code will not start without a key).
+        toml.push_str(&format!(
+            "[profile.quarantine.gateway.anthropic]\nupstream = {}\nurl-env = [\"ANTHROPIC_BASE_URL\"]\n\
+             placeholder-env = [\"ANTHROPIC_API_KEY\"]\nheaders.x-api-key.env = \"ANTHROPIC_API_KEY\"\n",
+            // JSON's string escapes are valid in a TOML basic string.
+            serde_json::Value::String(claude_upstream()?)
+        ));
+    }
     let mut vars = Variables::default();
     vars.set_path("CWD", &temp);
     vars.set_path("HOME", &home);
     vars.set_path("TEMP_DIR", &temp);
     let mut builder = PolicyBuilder::new(vars);
     builder.policy_text(toml, "<quarantine>");
-    if reader == Reader::Claude {
-        for name in ["HOME", "ANTHROPIC_API_KEY", "CLAUDE_CODE_OAUTH_TOKEN"] {
+    for name in &config.pass_env {
+        if claude && CREDENTIAL_VARIABLES.contains(&name.as_str()) {
+            return Err(QuarantineError::Reader {
+                reason: format!(
+                    "--pass-env {name} would put a credential inside the reader; the claude reader's \
+                     gateway adds $ANTHROPIC_API_KEY outside the sandbox instead"
+                ),
+            });
+        }
+        // Inside, the API's base URL is the gateway's; the caller's is the gateway's upstream.
+        if !(claude && name == "ANTHROPIC_BASE_URL") {
             builder.env_pass(name);
         }
     }
-    if profile.allows_tool("WebFetch") || reader == Reader::Claude {
-        builder.net(NetMode::All);
+    if claude {
+        // A private Claude Code home in the sandbox's temp dir: nothing of the user's is read, nothing
+        // of the run is left.
+        let temp_text = temp.to_string_lossy();
+        builder.env_set("HOME", temp_text.as_ref());
+        builder.env_set("CLAUDE_CONFIG_DIR", format!("{temp_text}/.claude"));
+        // A failing API is retried ten times with backoff by default, past the run's time limit; two
+        // retries, unless the caller passes their own.
+        if !config
+            .pass_env
+            .iter()
+            .any(|n| n == "CLAUDE_CODE_MAX_RETRIES")
+        {
+            builder.env_set("CLAUDE_CODE_MAX_RETRIES", "2");
+        }
+        for name in [
+            "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC",
+            "DISABLE_AUTOUPDATER",
+            "DISABLE_TELEMETRY",
+            "DISABLE_ERROR_REPORTING",
+        ] {
+            builder.env_set(name, "1");
+        }
+    }
+    for host in web_hosts {
+        builder.net_allow(host);
     }
     builder.limits(LimitsOverride {
         timeout: Some(config.timeout),
@@ -335,6 +478,7 @@ pub fn run(
         ..LimitsOverride::default()
     });
     let policy = Arc::new(builder.build_with(&mut resolver)?);
+    let proxy_config = stockade_net::proxy_config_for(&policy)?;
     let mut sandbox = SandboxBuilder::new(policy, &program, &command.args)
         .temp_dir(&temp)
         .cwd(&temp)
@@ -343,16 +487,44 @@ pub fn run(
         .siblings(Siblings::SymlinksOnly)
         .build()?;
     sandbox.snapshot_files(snapshots);
-    let running = sandbox.spawn()?;
+    let mut running = sandbox.spawn()?;
+    // Served only now: the sandbox's init is a fork of this process, which must have had one thread.
+    let proxy = match (running.take_proxy_listener(), proxy_config) {
+        (Some(listener), Some(config)) => {
+            match stockade_net::Proxy::start(move || listener.receive(), config) {
+                Ok(proxy) => Some(proxy),
+                Err(source) => {
+                    running.kill();
+                    let _ = running.wait();
+                    return Err(QuarantineError::Reader {
+                        reason: format!("cannot start the reader's network proxy: {source}"),
+                    });
+                }
+            }
+        }
+        _ => None,
+    };
     // The reader's output is gated while it runs.
-    let mut streaming = (reader != Reader::Claude).then(|| StreamingGate::new(&sources));
+    let mut streaming = (!claude).then(|| StreamingGate::new(&sources));
     let outcome = running.wait_with(|stdout| {
         if let Some(gate) = &mut streaming {
             gate.feed(stdout);
         }
     })?;
+    if let Some(net) = proxy.map(stockade_net::Proxy::finish) {
+        // The hosts are the reader's text: counted, not named.
+        if net.refused_connections > 0 {
+            let reason = format!(
+                "the reader tried {} connection(s) its network policy refused (hosts not shown: they are \
+                 the reader's text)",
+                net.refused_connections
+            );
+            audit(reason.clone(), None);
+            result.errors.push(reason);
+        }
+    }
     result.exit_code = outcome.exit_code;
-    let stderr = capped(&outcome.stderr, 4096);
+    let stderr = described("stderr", &outcome.stderr);
     match &outcome.stopped {
         Some(StopReason::Timeout { .. }) => {
             result.success = false;
@@ -373,17 +545,26 @@ pub fn run(
         }
         _ => {}
     }
+    // Claude Code reports its own failures (an API error, a turn limit) in its JSON on stdout.
+    let claude_error = if claude {
+        claude_error(&outcome.stdout)
+    } else {
+        None
+    };
     if result.success {
         if let Some(signal) = outcome.signal {
             result.success = false;
             result.errors.push(format!(
-                "the reader was killed by signal {signal} ({}); stderr: {stderr}",
+                "the reader was killed by signal {signal} ({}); {stderr}",
                 signal_name(signal)
             ));
+        } else if let Some(error) = claude_error {
+            result.success = false;
+            result.errors.push(error);
         } else if outcome.exit_code != Some(0) {
             result.success = false;
             result.errors.push(format!(
-                "the reader exited with code {}; stderr: {stderr}",
+                "the reader exited with code {}; {stderr}",
                 outcome.exit_code.unwrap_or(-1)
             ));
         }
@@ -398,7 +579,7 @@ pub fn run(
             Ok((valid, rejected)) => {
                 for r in &rejected {
                     let reason = format!("reference {} rejected: {}", r.index, r.reason);
-                    audit(format!("{reason}: {}", r.reference), None);
+                    audit(reason.clone(), r.file.as_deref());
                     result.errors.push(reason);
                 }
                 result.references = valid;
@@ -406,6 +587,7 @@ pub fn run(
             }
             Err(reason) => {
                 result.success = false;
+                audit(reason.clone(), None);
                 result.errors.push(reason);
             }
         }
@@ -414,19 +596,62 @@ pub fn run(
     Ok(result)
 }
 
-fn elapsed_ms(started: Instant) -> u64 {
-    u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX)
+/// What a stream of the reader's held, without its text: how much, and whether it was text at all.
+fn described(stream: &str, bytes: &[u8]) -> String {
+    if bytes.is_empty() {
+        return format!("its {stream} was empty");
+    }
+    format!(
+        "its {stream} held {} bytes (not shown: it is the reader's text; run the reader outside the \
+         quarantine to read it)",
+        bytes.len()
+    )
 }
 
-fn capped(bytes: &[u8], max: usize) -> String {
-    let text = String::from_utf8_lossy(&bytes[..bytes.len().min(max)])
-        .trim()
-        .to_string();
-    if bytes.len() > max {
-        format!("{text}… ({} bytes in all)", bytes.len())
-    } else {
-        text
+/// Claude Code's own error, from its `--output-format json` envelope (`is_error: true`): its kind
+/// (`subtype`) and, when it begins as the CLI's own API errors do, the first line of its `result` (the
+/// API's status and message; printable ASCII, at most 300 bytes). Any other `result` text may be the
+/// model's, and is only measured.
+fn claude_error(stdout: &[u8]) -> Option<String> {
+    let envelope: serde_json::Value = serde_json::from_slice(stdout.trim_ascii()).ok()?;
+    if envelope
+        .get("is_error")
+        .and_then(serde_json::Value::as_bool)
+        != Some(true)
+    {
+        return None;
     }
+    // An API error comes as `subtype: "success"` with `is_error`; the others name themselves
+    // (`error_max_turns`, `error_during_execution`).
+    let subtype = envelope
+        .get("subtype")
+        .and_then(|s| s.as_str())
+        .filter(|s| *s != "success" && s.bytes().all(|b| b.is_ascii_lowercase() || b == b'_'))
+        .map_or(String::new(), |s| format!(" ({s})"));
+    let result = envelope
+        .get("result")
+        .and_then(|r| r.as_str())
+        .unwrap_or("");
+    let detail = if result.starts_with("API Error") {
+        let line: String = result
+            .lines()
+            .next()
+            .unwrap_or("")
+            .chars()
+            .filter(|&c| !crate::gate::forbidden(c))
+            .take(300)
+            .collect();
+        format!(": {line}")
+    } else if result.is_empty() {
+        String::new()
+    } else {
+        format!(" ({} bytes of result text, not shown)", result.len())
+    };
+    Some(format!("Claude Code reported an error{subtype}{detail}"))
+}
+
+fn elapsed_ms(started: Instant) -> u64 {
+    u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX)
 }
 
 fn signal_name(signal: i32) -> &'static str {
@@ -444,7 +669,8 @@ fn signal_name(signal: i32) -> &'static str {
 
 /// The reader's stdout as a JSON array, each element left as raw JSON for the gate: empty output is an
 /// empty array; Claude Code's `--output-format json` envelope is unwrapped (its `result` text, without a
-/// code fence).
+/// code fence). Output that is not that is described (what is wrong, at which byte of how many), never
+/// quoted.
 pub fn parse_output(
     stdout: &[u8],
     reader: &Reader,
@@ -453,31 +679,71 @@ pub fn parse_output(
     if text.is_empty() {
         return Ok(Vec::new());
     }
-    let malformed = |e: &dyn std::fmt::Display, raw: &[u8]| {
-        format!(
-            "malformed output: not a JSON array of references ({e}); raw output: {}",
-            capped(raw, 1024)
-        )
-    };
+    let leading = stdout.len() - stdout.trim_ascii_start().len();
     if *reader != Reader::Claude {
         // Invalid UTF-8 inside a string is taken as U+FFFD (the gate then rejects that reference alone).
         return serde_json::from_slice(text).or_else(|e| match std::str::from_utf8(text) {
-            Ok(_) => Err(malformed(&e, text)),
-            Err(_) => serde_json::from_str(&String::from_utf8_lossy(text))
-                .map_err(|e| malformed(&e, text)),
+            Ok(valid) => Err(malformed("output", &e, valid, leading, stdout.len())),
+            Err(_) => {
+                let lossy = String::from_utf8_lossy(text);
+                serde_json::from_str(&lossy)
+                    .map_err(|e| malformed("output", &e, &lossy, leading, stdout.len()))
+            }
         });
     }
-    let envelope: serde_json::Value =
-        serde_json::from_slice(text).map_err(|e| malformed(&e, text))?;
+    let lossy = String::from_utf8_lossy(text);
+    let envelope: serde_json::Value = serde_json::from_str(&lossy).map_err(|e| {
+        malformed(
+            "Claude Code's JSON envelope",
+            &e,
+            &lossy,
+            leading,
+            stdout.len(),
+        )
+    })?;
     let result = envelope
         .get("result")
         .and_then(|r| r.as_str())
-        .ok_or_else(|| malformed(&"no `result` text in Claude Code's JSON", text))?;
+        .ok_or_else(|| {
+            format!(
+                "malformed output: Claude Code's JSON envelope ({} bytes) has no `result` text",
+                stdout.len()
+            )
+        })?;
     let inner = result
         .trim()
         .trim_start_matches("```json")
         .trim_start_matches("```")
         .trim_end_matches("```")
         .trim();
-    serde_json::from_str(inner).map_err(|e| malformed(&e, inner.as_bytes()))
+    serde_json::from_str(inner).map_err(|e| {
+        malformed(
+            "the answer in Claude Code's `result`",
+            &e,
+            inner,
+            0,
+            inner.len(),
+        )
+    })
+}
+
+/// Malformed output, described: what was wrong and where (`text` starts `skipped` bytes into `total`),
+/// without the reader's text.
+fn malformed(
+    what: &str,
+    e: &serde_json::Error,
+    text: &str,
+    skipped: usize,
+    total: usize,
+) -> String {
+    let problem = match e.classify() {
+        serde_json::error::Category::Data => "valid JSON, but not an array",
+        serde_json::error::Category::Eof => "JSON cut short",
+        serde_json::error::Category::Syntax | serde_json::error::Category::Io => "not valid JSON",
+    };
+    format!(
+        "malformed output: {what} is not a JSON array of references ({problem}, at byte {} of {} bytes)",
+        skipped + crate::gate::byte_offset(text, e.line(), e.column()),
+        total
+    )
 }

@@ -112,10 +112,7 @@ impl<'a> StreamingGate<'a> {
             serde_json::Deserializer::from_slice(rest).into_iter::<BorrowedReference>();
         let (len, judged) = if let Some(Ok(reference)) = references.next() {
             let len = references.byte_offset();
-            let raw = rest.get(..len).unwrap_or_default();
-            let (judged, file) = self
-                .sources
-                .gate_borrowed(index, raw, reference, self.last_file);
+            let (judged, file) = self.sources.gate_borrowed(index, reference, self.last_file);
             self.last_file = file;
             (len, judged)
         } else {

@@ -92,6 +92,20 @@ fn the_gate_passes_only_what_is_literally_in_the_source() {
             "case {index}: {} lacks {why:?}",
             r.reason
         );
+        // Described, never quoted: the reader's strings appear in no reason.
+        for text in [
+            "shell-command",
+            "/other/file",
+            "just a string",
+            "\u{202E}",
+            "run",
+        ] {
+            assert!(
+                !r.reason.contains(text),
+                "case {index} quotes {text:?}: {}",
+                r.reason
+            );
+        }
     }
     assert_eq!(set.len(), 1);
     assert!(!set.is_empty());
@@ -177,17 +191,40 @@ fn command_builders_are_the_seed_s_and_pluggable() {
             .position(|a| a == name)
             .map(|i| claude.args[i + 1].clone())
     };
-    assert_eq!(flag("--tools").unwrap(), "Read,Glob,Grep,WebFetch");
+    // No host granted: WebFetch is not offered; Read is pre-approved for exactly the inputs.
+    assert_eq!(flag("--tools").unwrap(), "Read,Glob,Grep");
     assert_eq!(
         flag("--disallowedTools").unwrap(),
         "Bash,Write,Edit,MultiEdit,NotebookEdit,mcp__*"
     );
     assert_eq!(flag("--permission-mode").unwrap(), "dontAsk");
     assert_eq!(flag("--output-format").unwrap(), "json");
+    assert!(claude.args.iter().any(|a| a == "--strict-mcp-config"));
+    let settings: serde_json::Value = serde_json::from_str(&flag("--settings").unwrap()).unwrap();
+    assert_eq!(
+        settings["permissions"]["allow"],
+        json!(["Read(//a/PROJECT.yaml)", "Read(//a/README.md)"])
+    );
+    assert_eq!(settings["permissions"]["defaultMode"], "dontAsk");
     assert!(
         flag("-p")
             .unwrap()
             .ends_with("/a/PROJECT.yaml\n/a/README.md")
+    );
+    // Hosts granted: WebFetch is offered and pre-approved for them alone.
+    let web = claude_command(&files, &profile, &["docs.example.com:443".to_string()]);
+    let web_flag = |name: &str| {
+        web.args
+            .iter()
+            .position(|a| a == name)
+            .map(|i| web.args[i + 1].clone())
+    };
+    assert_eq!(web_flag("--tools").unwrap(), "Read,Glob,Grep,WebFetch");
+    let settings: serde_json::Value =
+        serde_json::from_str(&web_flag("--settings").unwrap()).unwrap();
+    assert_eq!(
+        settings["permissions"]["allow"][2],
+        "WebFetch(domain:docs.example.com)"
     );
     let custom = build_command(&Reader::Command("./reader".into()), &files, &profile);
     assert_eq!((custom.cmd.as_str(), custom.args.len()), ("./reader", 2));
@@ -206,13 +243,19 @@ fn reader_output_is_parsed_or_reported_with_the_raw_text() {
         2,
         "invalid UTF-8 spoils one element, not the output"
     );
-    let err = parse_output(b"{\"not\": \"an array\"}", &Reader::K).unwrap_err();
+    // Malformed output is described, never quoted: what is wrong, at which byte of how many.
+    let err = parse_output(b"  {\"not\": \"an array SECRET\"}", &Reader::K).unwrap_err();
     assert!(
-        err.contains("malformed output") && err.contains("{\"not\""),
+        err.contains("malformed output") && err.contains("not an array") && !err.contains("SECRET"),
+        "{err}"
+    );
+    let err = parse_output(b"[1, 2,\n oops SECRET]", &Reader::K).unwrap_err();
+    assert!(
+        err.contains("not valid JSON, at byte 8 of 20 bytes") && !err.contains("SECRET"),
         "{err}"
     );
     let long = format!("[{}", "x".repeat(5000));
-    assert!(parse_output(long.as_bytes(), &Reader::K).unwrap_err().len() < 1400);
+    assert!(parse_output(long.as_bytes(), &Reader::K).unwrap_err().len() < 200);
     let envelope = json!({"type": "result", "result": "```json\n[{\"a\": 1}]\n```"}).to_string();
     assert_eq!(
         parse_output(envelope.as_bytes(), &Reader::Claude)
@@ -221,6 +264,12 @@ fn reader_output_is_parsed_or_reported_with_the_raw_text() {
         1
     );
     assert!(parse_output(b"{\"type\":\"result\"}", &Reader::Claude).is_err());
+    let lying = json!({"type": "result", "result": "Sure! SECRET [1]"}).to_string();
+    let err = parse_output(lying.as_bytes(), &Reader::Claude).unwrap_err();
+    assert!(
+        err.contains("the answer in Claude Code's `result`") && !err.contains("SECRET"),
+        "{err}"
+    );
 }
 
 #[test]

@@ -5,6 +5,7 @@ mod fs_tools;
 mod hook;
 mod load;
 mod quarantine;
+mod quarantine_claude;
 mod run_cache;
 mod run_env;
 mod run_fs;

