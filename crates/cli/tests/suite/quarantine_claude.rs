@@ -101,6 +101,7 @@ impl Reader {
             .env("PATH", &path)
             .env("ANTHROPIC_API_KEY", &self.key)
             .env("ANTHROPIC_BASE_URL", upstream)
+            .env("ANTHROPIC_CUSTOM_HEADERS", "x-forwarded-by-user: yes")
             .env("SSL_CERT_FILE", api.ca.to_str().unwrap())
             .env("STOCKADE_NET_HOSTS", api.hosts.to_str().unwrap())
             .run()
@@ -188,10 +189,21 @@ fn the_claude_reader_reads_its_input_and_its_references_pass() {
         ]),
     );
     let home_before = r.claude_home();
-    let out = r.run(&api, &format!("https://api.gateway.test:{}", api.port), &[]);
+    // A variable the user forwards reaches the reader: Claude Code sends the header it names.
+    let out = r.run(
+        &api,
+        &format!("https://api.gateway.test:{}", api.port),
+        &["--pass-env", "ANTHROPIC_CUSTOM_HEADERS"],
+    );
     out.ok();
     let result = result(&out);
     assert_eq!(result["success"], true, "{result}");
+    for request in api.requests() {
+        assert_eq!(
+            request["headers"]["x-forwarded-by-user"], "yes",
+            "{request}"
+        );
+    }
     assert_eq!(result["references"], answer, "{result}");
     let results = Reader::tool_results(&api);
     assert!(
