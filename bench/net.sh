@@ -93,4 +93,9 @@ out=bench/results/net.txt
     speed=$("${runner_words[@]}" "$(loop "$download_runs" big '%{speed_download}' "$flags")")
     printf '%-44s %22.3f %22.0f\n' "$name" "$(echo "$setup * 1000" | bc -l)" "$(echo "$speed / 1000000" | bc -l)"
   done
+  # curl's own ceiling is near 2 GB/s here; a raw socket read into a 1 MiB buffer shows the proxy's.
+  echo "# without curl (bench/net_download.py, median of 9 downloads):"
+  "$stockade" run --net --ro "$OLDPWD/bench" -- python3 "$OLDPWD/bench/net_download.py" "$port" direct
+  "$stockade" run --net-allow "127.0.0.1:$port" --ro "$OLDPWD/bench" -- \
+    python3 "$OLDPWD/bench/net_download.py" "$port" connect socks
 } | tee "$OLDPWD/$out"
