@@ -377,7 +377,17 @@ pub fn run(
         return Ok(result);
     }
 
-    let command = build_command(&reader, &inputs, &profile);
+    let claude = reader == Reader::Claude;
+    let web_hosts: &[String] = if profile.allows_tool("WebFetch") {
+        &config.net_allow
+    } else {
+        &[]
+    };
+    let command = if claude {
+        claude_command(&inputs, &profile, web_hosts)
+    } else {
+        build_command(&reader, &inputs, &profile)
+    };
     let program = find_program(&command.cmd).ok_or_else(|| QuarantineError::ReaderMissing {
         program: command.cmd.clone(),
         hint: match reader {
@@ -400,17 +410,6 @@ pub fn run(
         snapshots.push((input.clone(), sources.read(input, input.clone())?));
     }
     let temp = stockade_sandbox::new_temp_dir_path();
-    let claude = reader == Reader::Claude;
-    let web_hosts: &[String] = if profile.allows_tool("WebFetch") {
-        &config.net_allow
-    } else {
-        &[]
-    };
-    let command = if claude {
-        claude_command(&inputs, &profile, web_hosts)
-    } else {
-        command
-    };
     let mut read = vec![program.as_path()];
     read.extend(inputs.iter().map(PathBuf::as_path));
     let deny: Vec<&Path> = denied.iter().map(PathBuf::as_path).collect();
