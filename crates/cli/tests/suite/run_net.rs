@@ -364,28 +364,16 @@ fn a_gateway_without_its_key_or_with_the_key_passed_in_does_not_start() {
         .stderr_has("a gateway needs the sandbox's private network");
 }
 
-/// Issue 16's agent confined whole: the real Claude Code CLI under `--profile claude-code` completes a
-/// tool-using session against a scripted Messages API it reaches only through the gateway. The API gets
-/// the key on every request; neither Claude Code's state nor anything it printed holds it.
-#[test]
-fn claude_code_runs_whole_under_its_profile_through_the_gateway() {
-    if !landlock_ready() {
-        return;
-    }
-    let Some(claude) = super::claude_code::claude_bin() else {
-        return;
-    };
-    let d = TestDir::outside_tmp(Who::Root);
+/// Runs the real Claude Code CLI whole under `--profile claude-code` (its API through the gateway, the key
+/// `secret` outside) in `d`'s project, answered by the scripted API `script`.
+fn claude_whole(
+    d: &TestDir,
+    claude: &std::path::Path,
+    script: serde_json::Value,
+    secret: &str,
+) -> (Out, TlsApi) {
     d.mkdir("home");
-    let api = TlsApi::start(
-        &d,
-        serde_json::json!([
-            {"tool": "Bash", "input": {"command": "echo made-by-claude > made.txt && cat made.txt", "description": "scripted"}},
-            {"tool": "Bash", "input": {"command": "curl -s -m 5 -o /dev/null -w '%{http_connect}' https://example.com/", "description": "scripted"}},
-            {"text": "done"}
-        ]),
-    );
-    let secret = format!("sk-ant-gateway-{}", unique_marker());
+    let api = TlsApi::start(d, script);
     d.write(
         "work/policy.toml",
         &format!(
@@ -426,10 +414,36 @@ fn claude_code_runs_whole_under_its_profile_through_the_gateway() {
             "--dangerously-skip-permissions",
         ])
         .env("HOME", d.path("home").to_str().unwrap())
-        .env("ANTHROPIC_API_KEY", &secret)
+        .env("ANTHROPIC_API_KEY", secret)
         .env("SSL_CERT_FILE", api.ca.to_str().unwrap())
         .env("STOCKADE_NET_HOSTS", api.hosts.to_str().unwrap())
         .run();
+    (out, api)
+}
+
+/// Issue 16's agent confined whole: the real Claude Code CLI under `--profile claude-code` completes a
+/// tool-using session against a scripted Messages API it reaches only through the gateway. The API gets
+/// the key on every request; neither Claude Code's state nor anything it printed holds it.
+#[test]
+fn claude_code_runs_whole_under_its_profile_through_the_gateway() {
+    if !landlock_ready() {
+        return;
+    }
+    let Some(claude) = super::claude_code::claude_bin() else {
+        return;
+    };
+    let d = TestDir::outside_tmp(Who::Root);
+    let secret = format!("sk-ant-gateway-{}", unique_marker());
+    let (out, api) = claude_whole(
+        &d,
+        &claude,
+        serde_json::json!([
+            {"tool": "Bash", "input": {"command": "echo made-by-claude > made.txt && cat made.txt", "description": "scripted"}},
+            {"tool": "Bash", "input": {"command": "curl -s -m 5 -o /dev/null -w '%{http_connect}' https://example.com/", "description": "scripted"}},
+            {"text": "done"}
+        ]),
+        &secret,
+    );
     out.ok();
     assert_eq!(
         d.read("work/made.txt").as_deref(),
@@ -485,4 +499,89 @@ fn claude_code_runs_whole_under_its_profile_through_the_gateway() {
         "{}",
         String::from_utf8_lossy(&grep.stdout)
     );
+}
+
+/// Issue 15's files-run-later attacks, made by the real agent: Claude Code, confined whole, is scripted to
+/// plant what the user's tools would load or run later (`.mcp.json`, `.envrc`, the hooks directory that
+/// `core.hooksPath` names, `.git/hooks`, `.git/commondir`, git's config, `.claude/` and `.vscode/`, a
+/// rename onto a protected name, the shell rc in `$HOME`) through its Bash tool. Each is refused, ordinary
+/// work beside them is not, and the host's files are as they were.
+#[test]
+fn the_agent_confined_whole_cannot_plant_what_the_users_tools_run_later() {
+    if !landlock_ready() {
+        return;
+    }
+    let Some(claude) = super::claude_code::claude_bin() else {
+        return;
+    };
+    let d = TestDir::outside_tmp(Who::Root);
+    git(&d.work(), &["init", "-q"]);
+    git(&d.work(), &["config", "core.hooksPath", ".husky"]);
+    d.write("work/.husky/pre-commit", "npm test\n")
+        .write("home/.bashrc", "# the user's rc\n");
+    let attacks = r#"try() { n=$1; shift; if sh -c "$*" >/dev/null 2>&1; then echo "$n done"; else echo "$n refused"; fi; }
+try ordinary 'echo ok > notes.txt'
+try mcp 'echo {} > .mcp.json'
+try envrc 'echo evil > .envrc'
+try husky 'echo evil >> .husky/pre-commit'
+try git-hook 'echo evil > .git/hooks/pre-commit'
+try commondir 'echo /tmp > .git/commondir'
+try git-config 'git config core.fsmonitor "touch /tmp/pwned"'
+try claude-dir 'mkdir -p .claude && echo {} > .claude/settings.json'
+try vscode 'mkdir -p .vscode && echo {} > .vscode/tasks.json'
+try rename-onto 'echo {} > m.json && mv m.json .mcp.json'
+try bashrc 'echo evil >> ~/.bashrc'"#;
+    let secret = format!("sk-ant-gateway-{}", unique_marker());
+    let (out, api) = claude_whole(
+        &d,
+        &claude,
+        serde_json::json!([
+            {"tool": "Bash", "input": {"command": attacks, "description": "scripted"}},
+            {"text": "done"}
+        ]),
+        &secret,
+    );
+    out.ok();
+    let last = api
+        .requests()
+        .into_iter()
+        .rfind(|r| r["body"]["tools"].as_array().is_some_and(|t| !t.is_empty()))
+        .unwrap();
+    let text = last["body"]["messages"].to_string();
+    assert!(text.contains("ordinary done"), "{text}");
+    for attack in [
+        "mcp",
+        "envrc",
+        "husky",
+        "git-hook",
+        "commondir",
+        "git-config",
+        "claude-dir",
+        "vscode",
+        "rename-onto",
+        "bashrc",
+    ] {
+        assert!(
+            text.contains(&format!("{attack} refused")),
+            "{attack} was not refused: {text}"
+        );
+    }
+    assert_eq!(d.read("work/notes.txt").as_deref(), Some("ok\n"));
+    for planted in [
+        ".mcp.json",
+        ".envrc",
+        ".git/hooks/pre-commit",
+        ".git/commondir",
+        ".claude/settings.json",
+        ".vscode/tasks.json",
+    ] {
+        assert!(!exists(&d.work().join(planted)), "{planted} was planted");
+    }
+    assert_eq!(
+        d.read("work/.husky/pre-commit").as_deref(),
+        Some("npm test\n")
+    );
+    assert_eq!(d.read("home/.bashrc").as_deref(), Some("# the user's rc\n"));
+    let config = d.read("work/.git/config").unwrap();
+    assert!(!config.contains("fsmonitor"), "{config}");
 }
