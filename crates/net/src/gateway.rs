@@ -268,7 +268,18 @@ async fn connect(
         crate::proxy::connect_first(&addresses, gateway.port, state.config.connect_timeout).await?;
     let name =
         ServerName::try_from(gateway.host.clone()).map_err(|e| io::Error::other(e.to_string()))?;
-    tokio_rustls::TlsConnector::from(tls)
-        .connect(name, tcp)
+    // The handshake has the connect's time limit too: an upstream that accepts and then says nothing
+    // must not hold the program's request forever.
+    let handshake = tokio_rustls::TlsConnector::from(tls).connect(name, tcp);
+    tokio::time::timeout(state.config.connect_timeout, handshake)
         .await
+        .map_err(|_| {
+            io::Error::new(
+                io::ErrorKind::TimedOut,
+                format!(
+                    "no TLS handshake within {} s",
+                    state.config.connect_timeout.as_secs_f64()
+                ),
+            )
+        })?
 }

@@ -585,3 +585,51 @@ try bashrc 'echo evil >> ~/.bashrc'"#;
     let config = d.read("work/.git/config").unwrap();
     assert!(!config.contains("fsmonitor"), "{config}");
 }
+
+/// A gateway upstream that accepts the connection and then says nothing does not hold the program's
+/// request forever: the TLS handshake has the connect's time limit (10 s), and the program gets a 502
+/// that says so.
+#[test]
+fn a_silent_gateway_upstream_is_a_502_not_a_hang() {
+    if !landlock_ready() {
+        return;
+    }
+    let d = TestDir::new(Who::Root);
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let held = std::thread::spawn(move || {
+        // Accept one connection and keep it open, silent, until the test ends.
+        let accepted = listener.accept();
+        std::thread::sleep(std::time::Duration::from_secs(30));
+        drop(accepted);
+    });
+    d.write("hosts", "127.0.0.1 silent.test\n").write(
+        "work/policy.toml",
+        &format!(
+            "[profile.gw]\nextends = \"workspace-write\"\n\
+             [profile.gw.gateway.api]\nupstream = \"https://silent.test:{port}\"\n\
+             url-env = [\"API_BASE_URL\"]\nheaders.x-api-key.env = \"K\"\n"
+        ),
+    );
+    let started = std::time::Instant::now();
+    let out = d
+        .stockade([
+            "run",
+            "--policy",
+            "policy.toml",
+            "--profile",
+            "gw",
+            "--",
+            "sh",
+            "-c",
+            "curl -s -m 60 -w ' %{http_code}' \"$API_BASE_URL/v1/x\"",
+        ])
+        .env("K", "secret")
+        .env("STOCKADE_NET_HOSTS", d.path("hosts").to_str().unwrap())
+        .run();
+    out.ok()
+        .stdout_has("no TLS handshake within 10 s")
+        .stdout_has(" 502");
+    assert!(started.elapsed() < std::time::Duration::from_secs(30));
+    drop(held);
+}
