@@ -129,24 +129,12 @@ pub(crate) fn run(args: RunArgs, json: bool, audit: &AuditLog) -> anyhow::Result
         output::message(&format!("warning: {w}"));
     }
     let proxy_config = stockade_net::proxy_config_for(&policy)?;
-    let mut running = match sandbox.spawn() {
+    let running = match sandbox.spawn() {
         Ok(r) => r,
         Err(e) => return refuse(e),
     };
-    // Started only now: the sandbox's init is a fork of this process, which must have had one thread.
-    let proxy = match (running.take_proxy_listener(), proxy_config) {
-        (Some(listener), Some(config)) => {
-            match stockade_net::Proxy::start(move || listener.receive(), config) {
-                Ok(p) => Some(p),
-                Err(e) => {
-                    running.kill();
-                    let _ = running.wait();
-                    bail!("cannot start the network proxy: {e}");
-                }
-            }
-        }
-        _ => None,
-    };
+    let (running, proxy) = stockade_net::serve_sandbox(running, proxy_config)
+        .context("cannot start the network proxy")?;
     let outcome = match running.wait() {
         Ok(o) => o,
         Err(e) => return refuse(e),

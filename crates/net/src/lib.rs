@@ -36,4 +36,4 @@ mod sys;
 pub use gateway::{GatewayRoute, system_roots};
 pub use proxy::{NetRefusal, NetReport, Protocol, Proxy, ProxyConfig};
 pub use resolve::Resolver;
-pub use setup::{SetupError, proxy_config_for};
+pub use setup::{SetupError, proxy_config_for, serve_sandbox};

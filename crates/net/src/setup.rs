@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 
 use stockade_policy::{Gateway, ResolvedPolicy};
 
-use crate::{GatewayRoute, ProxyConfig, system_roots};
+use crate::{GatewayRoute, Proxy, ProxyConfig, system_roots};
 
 /// Why a proxy could not be set up; each message names what to change.
 #[derive(Debug, thiserror::Error)]
@@ -120,4 +120,26 @@ fn env_file_value(file: &Path, name: &str) -> Result<String, String> {
         .find(|(k, _)| k == name)
         .map(|(_, v)| v)
         .ok_or_else(|| format!("has no line {name}=..."))
+}
+
+/// Serves a started sandbox's network: takes its proxy listener and starts a [`Proxy`] on it with
+/// `config` (from [`proxy_config_for`]); no proxy when the sandbox's network has none. Call it only
+/// after `spawn`: the sandbox's init is a fork of this process, which must have had one thread. If the
+/// proxy cannot start, the sandbox is killed and reaped (a program that depends on its network must not
+/// run without it) and the error returned.
+pub fn serve_sandbox(
+    mut running: stockade_sandbox::RunningSandbox,
+    config: Option<ProxyConfig>,
+) -> std::io::Result<(stockade_sandbox::RunningSandbox, Option<Proxy>)> {
+    let (Some(listener), Some(config)) = (running.take_proxy_listener(), config) else {
+        return Ok((running, None));
+    };
+    match Proxy::start(move || listener.receive(), config) {
+        Ok(proxy) => Ok((running, Some(proxy))),
+        Err(e) => {
+            running.kill();
+            let _ = running.wait();
+            Err(e)
+        }
+    }
 }

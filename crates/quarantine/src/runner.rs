@@ -19,8 +19,8 @@
 //!   (`net_allow`), and only when the profile allows `WebFetch`; otherwise none.
 //! - The `claude` reader gets a fresh, private Claude Code home in the sandbox's temp dir (settings,
 //!   state, transcripts: gone with the run), so no hook, plugin, MCP server or CLAUDE.md of the user's is
-//!   loaded (`--strict-mcp-config` besides; `--bare` would also drop `Glob` and `Grep`). It holds no key: it reaches its API through the proxy's gateway, which adds
-//!   `$ANTHROPIC_API_KEY` outside. Its tools are pre-approved exactly: `Read` of each input (which Claude
+//!   loaded (`--strict-mcp-config` besides; `--bare` would also drop `Glob` and `Grep`). It holds no
+//!   key: it reaches its API through the proxy's gateway, which adds `$ANTHROPIC_API_KEY` outside. Its tools are pre-approved exactly: `Read` of each input (which Claude
 //!   Code also applies to `Glob` and `Grep`), `WebFetch` of each granted host; everything else is refused
 //!   by `--permission-mode dontAsk`, and the kernel refuses it again whatever Claude Code decides.
 
@@ -31,7 +31,7 @@ use std::time::{Duration, Instant};
 use schemars::JsonSchema;
 use serde::Serialize;
 use stockade_audit::{AuditLog, AuditRecord, Layer};
-use stockade_policy::{LimitsOverride, PathResolver, PolicyBuilder, Variables};
+use stockade_policy::{HostPattern, LimitsOverride, PathResolver, PolicyBuilder, Variables};
 use stockade_sandbox::{SandboxBuilder, Siblings, Stdio, StopReason};
 
 use crate::error::QuarantineError;
@@ -202,16 +202,19 @@ pub fn claude_command(
         .map(|f| format!("Read(/{})", f.to_string_lossy()))
         .collect();
     if web {
-        allow.extend(web_hosts.iter().map(|h| {
-            let host = h.rsplit_once(':').map_or(h.as_str(), |(host, port)| {
-                if port.bytes().all(|b| b.is_ascii_digit()) {
-                    host
-                } else {
-                    h.as_str()
-                }
-            });
-            format!("WebFetch(domain:{host})")
-        }));
+        // The hosts as the network policy reads them (a rule it refuses is reported when the policy is
+        // built); WebFetch's rules name a domain without a port.
+        allow.extend(
+            web_hosts
+                .iter()
+                .filter_map(|h| match stockade_policy::HostRule::parse(h).ok()?.host {
+                    HostPattern::Name(name) => Some(name),
+                    HostPattern::Subdomains(parent) => Some(format!("*.{parent}")),
+                    HostPattern::Address(address) => Some(address.to_string()),
+                    _ => None,
+                })
+                .map(|domain| format!("WebFetch(domain:{domain})")),
+        );
     }
     let settings = serde_json::json!({
         "permissions": {
@@ -486,23 +489,13 @@ pub fn run(
         .siblings(Siblings::SymlinksOnly)
         .build()?;
     sandbox.snapshot_files(snapshots);
-    let mut running = sandbox.spawn()?;
-    // Served only now: the sandbox's init is a fork of this process, which must have had one thread.
-    let proxy = match (running.take_proxy_listener(), proxy_config) {
-        (Some(listener), Some(config)) => {
-            match stockade_net::Proxy::start(move || listener.receive(), config) {
-                Ok(proxy) => Some(proxy),
-                Err(source) => {
-                    running.kill();
-                    let _ = running.wait();
-                    return Err(QuarantineError::Reader {
-                        reason: format!("cannot start the reader's network proxy: {source}"),
-                    });
-                }
+    let running = sandbox.spawn()?;
+    let (running, proxy) =
+        stockade_net::serve_sandbox(running, proxy_config).map_err(|source| {
+            QuarantineError::Reader {
+                reason: format!("cannot start the reader's network proxy: {source}"),
             }
-        }
-        _ => None,
-    };
+        })?;
     // The reader's output is gated while it runs.
     let mut streaming = (!claude).then(|| StreamingGate::new(&sources));
     let outcome = running.wait_with(|stdout| {
@@ -595,7 +588,7 @@ pub fn run(
     Ok(result)
 }
 
-/// What a stream of the reader's held, without its text: how much, and whether it was text at all.
+/// What a stream of the reader's held, without its text: how much.
 fn described(stream: &str, bytes: &[u8]) -> String {
     if bytes.is_empty() {
         return format!("its {stream} was empty");

@@ -522,6 +522,15 @@ fn prepare_caches(policy: &ResolvedPolicy, warnings: &mut Vec<String>) -> Result
     Ok(())
 }
 
+/// Creates `dir` and its missing parents, each new one readable by its owner alone.
+fn private_dir(dir: &Path) -> std::io::Result<()> {
+    use std::os::unix::fs::DirBuilderExt;
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)
+}
+
 /// A directory that keeps the caches' upper layers from run to run, locked for one run.
 #[derive(Debug)]
 struct CacheStore {
@@ -531,15 +540,10 @@ struct CacheStore {
 
 impl CacheStore {
     fn lock(dir: &Path) -> Result<Self, SandboxError> {
-        use std::os::unix::fs::DirBuilderExt;
-        std::fs::DirBuilder::new()
-            .recursive(true)
-            .mode(0o700)
-            .create(dir)
-            .map_err(SandboxError::io(format!(
-                "cannot create the cache store '{}'",
-                dir.display()
-            )))?;
+        private_dir(dir).map_err(SandboxError::io(format!(
+            "cannot create the cache store '{}'",
+            dir.display()
+        )))?;
         let dir = dir.canonicalize().map_err(SandboxError::io(format!(
             "cannot resolve the cache store '{}'",
             dir.display()
@@ -575,7 +579,6 @@ impl CacheStore {
     /// The upper and work directories of the cache at `path`, made if missing: one directory per
     /// cache, named by its path with `%` and `/` escaped (`/root/.npm` is `%2Froot%2F.npm`).
     fn layers(&self, path: &Path) -> Result<(PathBuf, PathBuf), SandboxError> {
-        use std::os::unix::fs::DirBuilderExt;
         let mut name = Vec::new();
         for b in path.as_os_str().as_bytes() {
             match b {
@@ -587,14 +590,10 @@ impl CacheStore {
         let base = self.dir.join(OsStr::from_bytes(&name));
         let (upper, work) = (base.join("upper"), base.join("work"));
         for d in [&upper, &work] {
-            std::fs::DirBuilder::new()
-                .recursive(true)
-                .mode(0o700)
-                .create(d)
-                .map_err(SandboxError::io(format!(
-                    "cannot create '{}' in the cache store",
-                    d.display()
-                )))?;
+            private_dir(d).map_err(SandboxError::io(format!(
+                "cannot create '{}' in the cache store",
+                d.display()
+            )))?;
         }
         Ok((upper, work))
     }
