@@ -85,36 +85,44 @@ impl Reader {
         files
     }
 
-    /// `stockade quarantine --reader claude FLAGS... INPUT` with the API at `upstream`.
-    fn run(&self, api: &TlsApi, upstream: &str, flags: &[&str]) -> Out {
-        let mut args = vec!["quarantine", "--reader", "claude"];
-        args.extend_from_slice(flags);
-        args.push(&self.input);
-        let path = format!(
+    /// `PATH` with the Claude Code CLI's directory first (the reader is `claude` from `PATH`).
+    fn path(&self) -> String {
+        format!(
             "{}:{}",
             self.claude.parent().unwrap().display(),
             std::env::var("PATH").unwrap_or_default()
-        );
+        )
+    }
+
+    /// The scripted API's base URL, as `$ANTHROPIC_BASE_URL` names it (the gateway's upstream).
+    fn upstream(api: &TlsApi) -> String {
+        format!("https://api.gateway.test:{}", api.port)
+    }
+
+    /// `stockade quarantine --reader claude FLAGS... INPUT` with the API at `upstream`, not yet run.
+    fn command(&self, api: &TlsApi, upstream: &str, flags: &[&str]) -> Cmd {
+        let mut args = vec!["quarantine", "--reader", "claude"];
+        args.extend_from_slice(flags);
+        args.push(&self.input);
         self.d
             .stockade(args)
             .env("HOME", self.d.path("home").to_str().unwrap())
-            .env("PATH", &path)
+            .env("PATH", &self.path())
             .env("ANTHROPIC_API_KEY", &self.key)
             .env("ANTHROPIC_BASE_URL", upstream)
             .env("ANTHROPIC_CUSTOM_HEADERS", "x-forwarded-by-user: yes")
             .env("SSL_CERT_FILE", api.ca.to_str().unwrap())
             .env("STOCKADE_NET_HOSTS", api.hosts.to_str().unwrap())
-            .run()
+    }
+
+    /// [`Reader::command`], run.
+    fn run(&self, api: &TlsApi, upstream: &str, flags: &[&str]) -> Out {
+        self.command(api, upstream, flags).run()
     }
 
     /// The tool results Claude Code sent back, by call, from the last request of the conversation.
     fn tool_results(api: &TlsApi) -> Vec<String> {
-        let requests = api.requests();
-        let last = requests
-            .iter()
-            .rfind(|r| r["body"]["tools"].as_array().is_some_and(|t| !t.is_empty()))
-            .expect("no conversation request");
-        last["body"]["messages"]
+        api.conversation()
             .as_array()
             .unwrap()
             .iter()
@@ -192,7 +200,7 @@ fn the_claude_reader_reads_its_input_and_its_references_pass() {
     // A variable the user forwards reaches the reader: Claude Code sends the header it names.
     let out = r.run(
         &api,
-        &format!("https://api.gateway.test:{}", api.port),
+        &Reader::upstream(&api),
         &["--pass-env", "ANTHROPIC_CUSTOM_HEADERS"],
     );
     out.ok();
@@ -251,7 +259,7 @@ fn a_hostile_claude_reader_gets_nothing_out() {
     // WebFetch offered (the profile allows it and a host is granted), but not for this host.
     let out = r.run(
         &api,
-        &format!("https://api.gateway.test:{}", api.port),
+        &Reader::upstream(&api),
         &["--net-allow", "docs.example.com"],
     );
     out.ok();
@@ -322,29 +330,13 @@ fn the_claude_readers_errors_and_setup_problems_are_reported() {
     };
     let api = TlsApi::start(&r.d, json!([]));
     // An upstream that refuses connections; --pass-env CLAUDE_CODE_MAX_RETRIES=0 makes it fail at once.
-    let refused =
-        r.d.stockade([
-            "quarantine",
-            "--reader",
-            "claude",
-            "--pass-env",
-            "CLAUDE_CODE_MAX_RETRIES",
-            &r.input,
-        ])
-        .env("HOME", r.d.path("home").to_str().unwrap())
-        .env(
-            "PATH",
-            &format!(
-                "{}:{}",
-                r.claude.parent().unwrap().display(),
-                std::env::var("PATH").unwrap_or_default()
-            ),
+    let refused = r
+        .command(
+            &api,
+            "https://api.gateway.test:1",
+            &["--pass-env", "CLAUDE_CODE_MAX_RETRIES"],
         )
-        .env("ANTHROPIC_API_KEY", &r.key)
-        .env("ANTHROPIC_BASE_URL", "https://api.gateway.test:1")
         .env("CLAUDE_CODE_MAX_RETRIES", "0")
-        .env("SSL_CERT_FILE", api.ca.to_str().unwrap())
-        .env("STOCKADE_NET_HOSTS", api.hosts.to_str().unwrap())
         .run();
     refused.code(1);
     let result = result(&refused);
@@ -356,23 +348,19 @@ fn the_claude_readers_errors_and_setup_problems_are_reported() {
     );
     assert!(!refused.stdout.contains(&r.key));
 
-    let upstream = format!("https://api.gateway.test:{}", api.port);
-    r.run(&api, &upstream, &["--pass-env", "ANTHROPIC_API_KEY"])
-        .code(125)
-        .stderr_has("would put a credential inside the reader");
+    r.run(
+        &api,
+        &Reader::upstream(&api),
+        &["--pass-env", "ANTHROPIC_API_KEY"],
+    )
+    .code(125)
+    .stderr_has("would put a credential inside the reader");
     r.run(&api, "http://127.0.0.1:9", &[])
         .code(125)
         .stderr_has("speaks only HTTPS upstream");
     let no_key =
         r.d.stockade(["quarantine", "--reader", "claude", &r.input])
-            .env(
-                "PATH",
-                &format!(
-                    "{}:{}",
-                    r.claude.parent().unwrap().display(),
-                    std::env::var("PATH").unwrap_or_default()
-                ),
-            )
+            .env("PATH", &r.path())
             .run();
     no_key
         .code(125)

@@ -462,11 +462,7 @@ fn claude_code_runs_whole_under_its_profile_through_the_gateway() {
         assert_eq!(r["headers"]["x-api-key"], secret.as_str(), "{r}");
     }
     // The session's tool results, as Claude Code sent them back: the file made, and the other host refused.
-    let last = requests
-        .iter()
-        .rfind(|r| r["body"]["tools"].as_array().is_some_and(|t| !t.is_empty()))
-        .unwrap();
-    let text = last["body"]["messages"].to_string();
+    let text = api.conversation().to_string();
     assert!(text.contains("made-by-claude"), "{text}");
     assert!(text.contains("403"), "example.com was not refused: {text}");
     let outcome: serde_json::Value =
@@ -542,12 +538,7 @@ try bashrc 'echo evil >> ~/.bashrc'"#;
         &secret,
     );
     out.ok();
-    let last = api
-        .requests()
-        .into_iter()
-        .rfind(|r| r["body"]["tools"].as_array().is_some_and(|t| !t.is_empty()))
-        .unwrap();
-    let text = last["body"]["messages"].to_string();
+    let text = api.conversation().to_string();
     assert!(text.contains("ordinary done"), "{text}");
     for attack in [
         "mcp",

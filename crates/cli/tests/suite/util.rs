@@ -490,6 +490,16 @@ impl TlsApi {
             .map(|l| serde_json::from_str(l).unwrap())
             .collect()
     }
+
+    /// The messages of the conversation as Claude Code last sent them (its last request that offered
+    /// tools; side requests offer none), tool results included.
+    pub(super) fn conversation(&self) -> serde_json::Value {
+        self.requests()
+            .into_iter()
+            .rfind(|r| r["body"]["tools"].as_array().is_some_and(|t| !t.is_empty()))
+            .expect("no conversation request")["body"]["messages"]
+            .take()
+    }
 }
 
 /// Kills a spawned child when dropped, so a failing test leaves nothing running.
