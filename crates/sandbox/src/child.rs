@@ -464,6 +464,8 @@ fn build_root(p: &Prepared) {
                 private,
                 data,
             } => {
+                // Inside a mask (a cache beneath a denied directory) the mount point must be made.
+                ensure_target(p, dst, true);
                 if let Some(layer) = private {
                     if let Some((dir, data)) = &layer.tmpfs {
                         sys::mkdir(dir, 0o700).or_fail(p, 27);

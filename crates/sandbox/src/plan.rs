@@ -195,9 +195,13 @@ impl MountPlan {
                 // A cache that does not exist has nothing to overlay (the builder creates a missing one whose
                 // parent exists before planning); a file is refused by the builder.
                 // Looked at now, not at resolution: the builder may just have made it.
+                // A glob cap on the cache's directory itself: `read-only` leaves the overlay (the host's
+                // directory cannot change beneath it, and its entries keep the cache's level), `deny`
+                // masks it instead.
                 ScopeKind::Cache
                     if path.is_dir()
-                        && bind_level(policy, &target.canonical, true) == Level::Write =>
+                        && policy.path_scope_level(&target.canonical) == Level::Write
+                        && policy.decide(&target.canonical, Access::Read).level() > Level::None =>
                 {
                     entries.push(PlannedMount {
                         path: path.to_path_buf(),
@@ -740,10 +744,7 @@ impl MountPlan {
             entries.retain(|e| e.path != dir);
             entries.push(PlannedMount {
                 path: dir.clone(),
-                op: MountOp::Bind {
-                    write: true,
-                    dir: true,
-                },
+                op: writable_mount(policy, &CanonicalPath::assume_canonical(dir.clone()), true),
             });
             let Ok(read) = std::fs::read_dir(&dir) else {
                 continue;
@@ -871,7 +872,13 @@ impl MountPlan {
                                     rebind_children(policy, &path, Level::None, entries);
                                 }
                             }
-                            ScopeKind::ReadOnly if level == Level::Read => {
+                            // A cache's overlay already keeps the host's directory as it is.
+                            ScopeKind::ReadOnly
+                                if level == Level::Read
+                                    && !entries
+                                        .iter()
+                                        .any(|e| e.path == path && e.op == MountOp::Overlay) =>
+                            {
                                 entries.push(PlannedMount {
                                     path: path.clone(),
                                     op: MountOp::Bind {
@@ -995,14 +1002,45 @@ fn rebind_children(
             ft.is_dir(),
         );
         if level > cap {
-            entries.push(PlannedMount {
-                path,
-                op: MountOp::Bind {
-                    write: level == Level::Write,
+            let op = if level == Level::Write {
+                writable_mount(
+                    policy,
+                    &CanonicalPath::assume_canonical(path.clone()),
+                    ft.is_dir(),
+                )
+            } else {
+                MountOp::Bind {
+                    write: false,
                     dir: ft.is_dir(),
-                },
-            });
+                }
+            };
+            entries.push(PlannedMount { path, op });
         }
+    }
+}
+
+/// How a path the policy lets programs write is mounted on its own: a writable bind of the host's file
+/// or directory, except where a `cache` scope decides the level, whose writes must never reach the host:
+/// a directory gets a private overlay of its own, a file is bound read-only (stricter than the policy, in
+/// the rare shape where a glob cap splits a cache).
+fn writable_mount(policy: &ResolvedPolicy, path: &CanonicalPath, is_dir: bool) -> MountOp {
+    let rule = match policy.decide(path, Access::Write) {
+        stockade_policy::Decision::Allow { rule, .. } => Some(rule),
+        stockade_policy::Decision::Deny { rule, .. } => rule,
+    };
+    let by_cache = rule
+        .and_then(|r| policy.scope(r))
+        .is_some_and(|s| s.kind == ScopeKind::Cache);
+    match (by_cache, is_dir) {
+        (false, _) => MountOp::Bind {
+            write: true,
+            dir: is_dir,
+        },
+        (true, true) => MountOp::Overlay,
+        (true, false) => MountOp::Bind {
+            write: false,
+            dir: false,
+        },
     }
 }
 

@@ -1,17 +1,20 @@
-//! One decision across all layers (issue #7): for random policies over a small tree (paths, globs, all four
-//! scope kinds, nested and overlapping) and paths (existing, missing, through relative and absolute
-//! symlinks, with `..`), `explain`'s decision, the hook's verdict for a tool call, the file tools' success or
-//! refusal, and (for a sample) what a process under the sandbox can do with `open()` must agree.
+//! One decision across all layers (issue #7): for random policies over a small tree (paths, globs, the
+//! `read`, `write`, `read-only`, `deny` and `cache` scope kinds, nested and overlapping) and paths
+//! (existing, missing, through relative and absolute symlinks, with `..`), `explain`'s decision, the hook's
+//! verdict for a tool call, the file tools' success or refusal, and (for a sample) what a process under the
+//! sandbox can do with `open()` must agree. The agent's own tools are held to `decide_for_tools` (a cache
+//! is read-only to them), programs to `decide`.
 //!
-//! Documented differences, and only these, are allowed:
+//! Documented differences (README, "Where the layers differ"), and only these, are allowed:
 //! - the file tools cannot judge a *read* of a missing path (they report not-found whatever the policy);
-//! - the kernel covers glob grants only for matches that exist at start, so creating a missing file that
-//!   only a glob grants is refused by the kernel (stricter);
-//! - the kernel lets a missing `deny` or `read-only` target be created inside a writable tree (SECURITY.md,
-//!   Known limits), so creating a missing file is not compared for write when the policy says no;
 //! - the kernel walks the path as written, so a path that passes through a directory the agent may not read
 //!   (`a/up/k.rs` where `a` is denied and `a/up` links to an allowed `b/sub`) is refused by the kernel even
-//!   though its target is allowed (stricter; the others judge the target).
+//!   though its target is allowed (stricter; the others judge the target);
+//! - a directory a `read-only` or `deny` glob matches is bound read-only or masked, so a new entry in it is
+//!   refused where the glob leaves the entry writable (stricter; counted and printed, not failed);
+//! - a cache's file in such a directory is bound read-only (stricter; a writable bind would be the host's).
+//!
+//! A write into a cache must never reach the host: every run writes a probe file into each cache.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -20,7 +23,10 @@ use proptest::prelude::*;
 use proptest::test_runner::{Config, TestRunner};
 use stockade_fs::{ReadOptions, Root, RootOptions};
 use stockade_hook::{HookInput, Verdict};
-use stockade_policy::{Access, CanonicalPath, PolicyBuilder, ResolvedPolicy, Variables};
+use stockade_policy::{
+    Access, CanonicalPath, Decision, Level, PolicyBuilder, ResolvedPolicy, ScopeKind, ScopeTarget,
+    Variables,
+};
 
 use super::util::*;
 
@@ -47,7 +53,10 @@ const TARGETS: &[&str] = &[
     "secrets",
     "a/c/../d",
 ];
-const KINDS: &[&str] = &["read", "write", "read-only", "deny"];
+const KINDS: &[&str] = &["read", "write", "read-only", "deny", "cache"];
+/// The targets a `cache` scope may take: existing directories (a cache is a directory, and a missing one
+/// would be created at start, changing the tree the next cases share). Elsewhere the scope is dropped.
+const CACHE_TARGETS: &[&str] = &["a", "a/c", "b", "b/sub", "-y"];
 /// Paths asked about: (relative path, is a directory).
 const PATHS: &[(&str, bool)] = &[
     ("a", true),
@@ -98,11 +107,13 @@ fn tree(root: &Path) {
 
 /// A random policy: the root granted read or write, plus up to six scopes on distinct targets.
 fn policy_text(root_write: bool, scopes: &[(usize, usize)]) -> String {
-    let mut lists: [Vec<String>; 4] = Default::default();
+    let mut lists: [Vec<String>; 5] = Default::default();
     lists[usize::from(!root_write)].push("\"${CWD}\"".to_string());
     let mut used = Vec::new();
     for &(target, kind) in scopes {
-        if used.contains(&target) {
+        if used.contains(&target)
+            || (KINDS[kind] == "cache" && !CACHE_TARGETS.contains(&TARGETS[target]))
+        {
             continue;
         }
         used.push(target);
@@ -222,7 +233,8 @@ fn explain_hook_and_file_tools_agree_on_random_policies() {
             for &(rel, is_dir) in PATHS {
                 for access in [Access::Read, Access::Write] {
                     let canonical = CanonicalPath::resolve(&root.join(rel)).unwrap();
-                    let explain = policy.decide(&canonical, access).is_allow();
+                    // The agent's own tools: a cache is readable only to them (they act on the host).
+                    let explain = policy.decide_for_tools(&canonical, access).is_allow();
                     let hook = hook_allows(&policy, &root, rel, is_dir, access);
                     prop_assert_eq!(explain, hook, "hook: {} {} under\n{}", access, rel, text);
                     if let Some(fs) = fs_allows(&files, rel, is_dir, access) {
@@ -247,8 +259,14 @@ fn explain_hook_and_file_tools_agree_on_random_policies() {
     );
 }
 
-/// The kernel's answer for every path of one policy, from one sandboxed shell.
-fn kernel_answers(d: &TestDir, root: &Path, text: &str) -> Vec<(bool, bool)> {
+/// The kernel's answer for every path of one policy, from one sandboxed shell, and whether each probe (a
+/// new file in a cache) could be written.
+fn kernel_answers(
+    d: &TestDir,
+    root: &Path,
+    text: &str,
+    probes: &[PathBuf],
+) -> (Vec<(bool, bool)>, Vec<bool>) {
     let mut script = String::new();
     for &(rel, is_dir) in PATHS {
         let path = root.join(rel).display().to_string();
@@ -269,6 +287,12 @@ fn kernel_answers(d: &TestDir, root: &Path, text: &str) -> Vec<(bool, bool)> {
             "( {read} ) >/dev/null 2>&1 && printf 1 || printf 0; ( {write} ) >/dev/null 2>&1 && echo 1 || echo 0\n"
         ));
     }
+    for probe in probes {
+        script.push_str(&format!(
+            "( printf probe > '{}' ) >/dev/null 2>&1 && echo P1 || echo P0\n",
+            probe.display()
+        ));
+    }
     d.write("agreement.toml", text);
     let policy = d.path("agreement.toml").display().to_string();
     let out = d
@@ -286,10 +310,15 @@ fn kernel_answers(d: &TestDir, root: &Path, text: &str) -> Vec<(bool, bool)> {
         .env("HOME", &d.path("home").display().to_string())
         .run();
     assert_eq!(out.code, 0, "policy:\n{text}\n{out:?}");
-    out.stdout
-        .lines()
-        .map(|l| (l.starts_with('1'), l.ends_with('1')))
-        .collect()
+    let (probed, answers): (Vec<&str>, Vec<&str>) =
+        out.stdout.lines().partition(|l| l.starts_with('P'));
+    (
+        answers
+            .iter()
+            .map(|l| (l.starts_with('1'), l.ends_with('1')))
+            .collect(),
+        probed.iter().map(|l| *l == "P1").collect(),
+    )
 }
 
 #[test]
@@ -324,8 +353,55 @@ fn the_kernel_agrees_with_explain_except_where_documented() {
             let text = policy_text(root_write, &scopes).replace("base = \"${CWD}\"\n", "");
             let text = text.replace("[profile.p]\n", "[profile.p]\nbase = \"${CWD}\"\n");
             let policy = Arc::new(builder(&root, &home, &text).build().unwrap());
-            let answers = kernel_answers(&d, &root, &text);
+            // A new file in each cache the policy names: the program may write it (into the run's
+            // private overlay), and the host never sees it.
+            let probes: Vec<PathBuf> = policy
+                .scopes()
+                .iter()
+                .filter_map(|s| match (&s.kind, &s.target) {
+                    (ScopeKind::Cache, ScopeTarget::Path(t))
+                        if t.canonical.as_path().starts_with(&root) =>
+                    {
+                        Some(t.canonical.as_path().join(".agreement-probe"))
+                    }
+                    _ => None,
+                })
+                .collect();
+            let (answers, probed) = kernel_answers(&d, &root, &text, &probes);
             prop_assert_eq!(answers.len(), PATHS.len());
+            prop_assert_eq!(probed.len(), probes.len());
+            for (probe, written) in probes.iter().zip(probed) {
+                prop_assert!(
+                    !probe.exists(),
+                    "a write into a cache reached the host: {} under\n{}",
+                    probe.display(),
+                    text
+                );
+                let canonical = CanonicalPath::resolve(probe).unwrap();
+                let by_cache = match policy.decide(&canonical, Access::Write) {
+                    Decision::Allow { rule, .. } => policy
+                        .scope(rule)
+                        .is_some_and(|s| s.kind == ScopeKind::Cache),
+                    _ => false,
+                };
+                // As for any creation: the kernel may be stricter under a directory a glob caps.
+                let parent = CanonicalPath::resolve(probe.parent().unwrap()).unwrap();
+                let parent_capped = policy.decide(&parent, Access::Write).level() < Level::Write;
+                if by_cache && parent_capped && !written {
+                    stricter.lock().unwrap().push(format!(
+                        "{} under {}",
+                        probe.display(),
+                        text.replace('\n', " ")
+                    ));
+                } else if by_cache {
+                    prop_assert!(
+                        written,
+                        "the kernel refused a new file in a cache: {} under\n{}",
+                        probe.display(),
+                        text
+                    );
+                }
+            }
             for (&(rel, is_dir), (read, write)) in PATHS.iter().zip(answers) {
                 let canonical = CanonicalPath::resolve(&root.join(rel)).unwrap();
                 let exists = canonical.exists();
@@ -350,7 +426,24 @@ fn the_kernel_agrees_with_explain_except_where_documented() {
                         text
                     );
                 }
-                if !is_dir && exists {
+                // A file whose write a cache decides, in a directory a glob caps: bound read-only, since
+                // a writable bind would be the host's file (stricter; documented).
+                let cache_file_capped = !is_dir
+                    && exists
+                    && !write
+                    && explain_write
+                    && match policy.decide(&canonical, Access::Write) {
+                        Decision::Allow { rule, .. } => policy
+                            .scope(rule)
+                            .is_some_and(|s| s.kind == ScopeKind::Cache),
+                        _ => false,
+                    };
+                if cache_file_capped {
+                    stricter
+                        .lock()
+                        .unwrap()
+                        .push(format!("write {rel} under {}", text.replace('\n', " ")));
+                } else if !is_dir && exists {
                     prop_assert!(
                         agrees(write, explain_write),
                         "kernel write {} = {} under\n{}",

@@ -187,3 +187,31 @@ both_users! {
         assert!(names(&d.path("home/.cache/pip")).is_empty());
     }
 }
+
+both_users! {
+    /// A glob cap that matches a cache's directory, or one inside it, once bound the cache's files back
+    /// from the host, writable: `read-only = ["b/*"]` beside `cache = ["b/sub"]` let a program append to
+    /// the host's `b/sub/k.rs` (found by the agreement suite). The cache stays a private overlay now: the
+    /// program changes and creates files in its own copy, the host's are as before. Under a `deny` glob
+    /// the cache's directory is masked and its files are bound back read-only (stricter than the policy:
+    /// a writable bind would be the host's file), and the run still starts.
+    fn a_glob_cap_beside_a_cache_never_opens_the_hosts_files(d) {
+        d.write("work/b/sub/k.rs", "k\n").write("work/a/c/f.txt", "f\n");
+        d.write("ro.toml", "[profile.p]\nbase = \"${CWD}\"\nextends = \"system\"\nfs.write = [\"${CWD}\"]\n\
+                            fs.read-only = [\"b/*\"]\nfs.cache = [\"b/sub\"]\n");
+        let policy = d.path("ro.toml");
+        let out = d.stockade(["run", "--policy", policy.to_str().unwrap(), "--", "sh", "-c",
+            "echo changed >> b/sub/k.rs && echo new > b/sub/new.rs && cat b/sub/k.rs b/sub/new.rs"]).run();
+        out.ok().stdout_has("k\nchanged\nnew\n");
+        assert_eq!(d.read("work/b/sub/k.rs").as_deref(), Some("k\n"));
+        assert_eq!(names(&d.path("work/b/sub")), ["k.rs"]);
+
+        d.write("deny.toml", "[profile.p]\nbase = \"${CWD}\"\nextends = \"system\"\nfs.write = [\"${CWD}\"]\n\
+                              fs.deny = [\"*/*\"]\nfs.cache = [\"a/c\"]\n");
+        let policy = d.path("deny.toml");
+        let out = d.stockade(["run", "--policy", policy.to_str().unwrap(), "--", "sh", "-c",
+            "cat a/c/f.txt; echo changed >> a/c/f.txt || echo refused"]).run();
+        out.ok().stdout_has("f\nrefused\n");
+        assert_eq!(d.read("work/a/c/f.txt").as_deref(), Some("f\n"));
+    }
+}
