@@ -97,5 +97,5 @@ out=bench/results/net.txt
   echo "# without curl (bench/net_download.py, median of 9 downloads):"
   "$stockade" run --net --ro "$OLDPWD/bench" -- python3 "$OLDPWD/bench/net_download.py" "$port" direct
   "$stockade" run --net-allow "127.0.0.1:$port" --ro "$OLDPWD/bench" -- \
-    python3 "$OLDPWD/bench/net_download.py" "$port" connect socks
+    python3 "$OLDPWD/bench/net_download.py" "$port" connect socks http
 } | tee "$OLDPWD/$out"

@@ -1,6 +1,7 @@
 # Download rate through each way out, without curl's own ceiling (BENCHMARKS.md, issue #16): a 1 MiB
 # recv_into loop over a raw socket. Inside `stockade run --net` with `direct`; inside
-# `stockade run --net-allow 127.0.0.1:PORT` with `connect` and `socks`. PORT serves /big (nginx).
+# `stockade run --net-allow 127.0.0.1:PORT` with `connect`, `socks` and `http` (absolute form). PORT serves
+# /big (nginx).
 #   python3 bench/net_download.py PORT WAY...
 import socket, time, sys, statistics
 PORT = int(sys.argv[1])
@@ -13,7 +14,10 @@ def get(way):
     elif way == 'socks':
         s.sendall(b'\x05\x01\x00'); s.recv(2)
         s.sendall(b'\x05\x01\x00\x01\x7f\x00\x00\x01' + PORT.to_bytes(2,'big')); s.recv(10)
-    s.sendall(b'GET /big HTTP/1.0\r\n\r\n')
+    if way == 'http':
+        s.sendall(b'GET http://127.0.0.1:%d/big HTTP/1.0\r\n\r\n' % PORT)
+    else:
+        s.sendall(b'GET /big HTTP/1.0\r\n\r\n')
     n=0; t=time.perf_counter(); buf=bytearray(1<<20)
     while True:
         k=s.recv_into(buf)

@@ -4,7 +4,8 @@
 //! route to anything) and one listening socket inside it, `127.0.0.1:3128`, made by the sandbox's init and
 //! handed to the supervisor (`stockade_sandbox::ProxyListener`). The supervisor serves it with a
 //! [`Proxy`]: HTTP `CONNECT` (HTTPS and any TCP), absolute-form HTTP, and SOCKS5 with host names, all on
-//! the one port. The program finds it through `HTTP_PROXY`, `HTTPS_PROXY`, `ALL_PROXY` and the rest
+//! the one port. Once a connection is decided its bytes are spliced (`splice(2)`), never copied through
+//! the supervisor; a plain HTTP request gets one upstream connection, closed with its response. The program finds it through `HTTP_PROXY`, `HTTPS_PROXY`, `ALL_PROXY` and the rest
 //! (`stockade_sandbox::proxy_env`).
 //!
 //! # Security model

@@ -88,7 +88,9 @@ both_users! {
 }
 
 /// A server on 127.0.0.1 that reads everything until the client half-closes, then answers with the
-/// byte count and a checksum of what it got, followed by 4 MiB of its own; runs until the test ends.
+/// byte count and a checksum of what it got, followed by 4 MiB of its own; runs until the test ends. A
+/// `POST` is answered as HTTP: the sum is of its body, and the answer says whether the head it got was
+/// what a proxy must send (origin form, `Connection: close`, no `Proxy-` header).
 fn checksum_upstream() -> u16 {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let port = listener.local_addr().unwrap().port();
@@ -100,10 +102,28 @@ fn checksum_upstream() -> u16 {
                 if stream.read_to_end(&mut got).is_err() {
                     return;
                 }
-                let sum = got
+                let split = got.windows(4).position(|w| w == b"\r\n\r\n");
+                let (head, body) = match split {
+                    Some(at) if got.starts_with(b"POST ") => (
+                        String::from_utf8_lossy(&got[..at]).to_string(),
+                        &got[at + 4..],
+                    ),
+                    _ => (String::new(), &got[..]),
+                };
+                let sum = body
                     .iter()
                     .fold(0u64, |s, b| s.wrapping_mul(31).wrapping_add(u64::from(*b)));
-                let _ = writeln!(stream, "{} {sum}", got.len());
+                if !head.is_empty() {
+                    let proper = head.starts_with("POST /up HTTP/1.1\r\n")
+                        && head.contains("\r\nConnection: close")
+                        && !head.to_ascii_lowercase().contains("proxy-");
+                    let _ = write!(
+                        stream,
+                        "HTTP/1.1 200 OK\r\nConnection: close\r\nX-Head: {}\r\n\r\n",
+                        if proper { "proper" } else { "WRONG" }
+                    );
+                }
+                let _ = writeln!(stream, "{} {sum}", body.len());
                 let _ = stream.write_all(&vec![b'z'; 4 << 20]);
             });
         }
@@ -112,16 +132,20 @@ fn checksum_upstream() -> u16 {
 }
 
 /// What the client inside sends and checks: 8 MiB up, a half-close, then the server's count and sum
-/// of them and its 4 MiB down, through a CONNECT tunnel and through SOCKS5.
+/// of them and its 4 MiB down, through a CONNECT tunnel, through SOCKS5, and as the body of a plain HTTP
+/// `POST` in absolute form (which the proxy forwards as a spliced tunnel too).
 const TUNNEL_CLIENT: &str = r#"import socket, sys
 port = int(sys.argv[1])
 data = bytes((i * 7 + i // 251) % 256 for i in range(8 << 20))
 want = 0
 for b in data:
     want = (want * 31 + b) % (1 << 64)
-for way in ('connect', 'socks'):
+for way in ('connect', 'socks', 'http'):
     s = socket.create_connection(('127.0.0.1', 3128))
-    if way == 'connect':
+    if way == 'http':
+        s.sendall(b'POST http://good.test:%d/up HTTP/1.1\r\nHost: good.test:%d\r\n'
+                  b'Proxy-Connection: keep-alive\r\nContent-Length: %d\r\n\r\n' % (port, port, len(data)))
+    elif way == 'connect':
         s.sendall(b'CONNECT good.test:%d HTTP/1.1\r\nHost: good.test:%d\r\n\r\n' % (port, port))
         head = b''
         while b'\r\n\r\n' not in head:
@@ -140,6 +164,9 @@ for way in ('connect', 'socks'):
         if not chunk:
             break
         got += chunk
+    if way == 'http':
+        head, _, got = got.partition(b'\r\n\r\n')
+        print('http head', 'proper' if b'X-Head: proper' in head else 'WRONG %r' % head[:200])
     line, _, rest = got.partition(b'\n')
     print(way, 'echoed' if line == b'%d %d' % (len(data), want) else 'WRONG %r' % line[:80],
           'received', len(rest), 'ok' if rest == b'z' * (4 << 20) else 'WRONG')
@@ -147,7 +174,8 @@ for way in ('connect', 'socks'):
 
 both_users! {
     /// A tunnel carries bytes both ways intact and passes a half-close on: 8 MiB up, the end of them,
-    /// then the server's answer and 4 MiB down, through CONNECT and through SOCKS5.
+    /// then the server's answer and 4 MiB down, through CONNECT, through SOCKS5, and for a plain HTTP
+    /// request (whose head the proxy rewrites: origin form, `Connection: close`, no `Proxy-` headers).
     fn tunnels_carry_both_ways_and_pass_a_half_close_on(d) {
         let port = checksum_upstream();
         d.write("work/tunnel.py", TUNNEL_CLIENT);
@@ -155,7 +183,8 @@ both_users! {
                           &format!("python3 tunnel.py {port}"));
         out.ok()
             .stdout_has("connect echoed received 4194304 ok")
-            .stdout_has("socks echoed received 4194304 ok");
+            .stdout_has("socks echoed received 4194304 ok")
+            .stdout_has("http head proper\nhttp echoed received 4194304 ok");
     }
 }
 
