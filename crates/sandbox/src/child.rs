@@ -44,6 +44,7 @@ pub(crate) const STAGES: &[&str] = &[
     "seccomp filter and mediator",
     "proxy listener", // 26
     "cache overlay",
+    "join the network namespace", // 28
 ];
 
 pub(crate) const STAGE_EXEC: u32 = 21;
@@ -116,6 +117,9 @@ pub(crate) struct PrivateLayer {
 pub(crate) struct Prepared {
     pub(crate) user_ns: Option<(u32, u32)>,
     pub(crate) net_ns: bool,
+    /// The private network namespace made ahead ([`crate::NetNamespace`]), loopback up, which the init
+    /// joins; `None` when the clone makes it.
+    pub(crate) net_ns_fd: Option<RawFd>,
     pub(crate) ops: Vec<PreparedOp>,
     /// Parent directories to create (in order) before each op; tmpfs areas only.
     pub(crate) mkdirs: Vec<Vec<(CString, libc::mode_t)>>,
@@ -235,6 +239,10 @@ impl<T> Step<T> for std::io::Result<T> {
 pub(crate) fn init_main(p: &Prepared) -> ! {
     // If the supervisor dies, so does this init, and with it the whole PID namespace.
     let _ = sys::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong);
+    if let Some(fd) = p.net_ns_fd {
+        sys::setns(fd, libc::CLONE_NEWNET).or_fail(p, 28);
+        sys::close(fd);
+    }
     sys::close(p.mediator_sup);
     for fd in p.proxy_sup.iter().chain(&p.cache_lock) {
         sys::close(*fd);
@@ -250,7 +258,7 @@ pub(crate) fn init_main(p: &Prepared) -> ! {
         sys::write_file(&s.gid_map, buf.get(..n).unwrap_or(&[])).or_fail(p, 1);
     }
     build_root(p);
-    if p.net_ns {
+    if p.net_ns && p.net_ns_fd.is_none() {
         sys::loopback_up().or_fail(p, 12);
     }
     // The proxy's socket is made here, inside the private network namespace, and served outside by the

@@ -93,8 +93,8 @@ pub use plan::{
     PlannedMount, Siblings,
 };
 pub use run::{
-    GATEWAY_PLACEHOLDER, PROXY_PORT, ProxyListener, RunOutcome, RunningSandbox, Sandbox,
-    SandboxBuilder, Stdio, StopReason, new_temp_dir_path, proxy_env,
+    GATEWAY_PLACEHOLDER, NetNamespace, PROXY_PORT, ProxyListener, RunOutcome, RunningSandbox,
+    Sandbox, SandboxBuilder, Stdio, StopReason, new_temp_dir_path, proxy_env,
 };
 
 /// The Landlock ABI this kernel offers (0 when Landlock is unavailable).

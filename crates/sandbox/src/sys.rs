@@ -1061,6 +1061,12 @@ pub(crate) fn unshare_fs() -> io::Result<()> {
     check(unsafe { libc::unshare(libc::CLONE_FS) }).map(drop)
 }
 
+/// Moves the calling thread, and no other, into a new network namespace (`unshare(CLONE_NEWNET)`).
+pub(crate) fn unshare_net() -> io::Result<()> {
+    // SAFETY: an integer argument; affects only the calling thread.
+    check(unsafe { libc::unshare(libc::CLONE_NEWNET) }).map(drop)
+}
+
 /// `connect(2)` of `sock` to the Unix socket `name` in the calling thread's working directory.
 pub(crate) fn connect_unix_relative(sock: RawFd, name: &[u8]) -> io::Result<()> {
     let (addr, len) = unix_address(name)?;
@@ -1125,6 +1131,22 @@ pub(crate) fn fork_process() -> io::Result<Option<pid_t>> {
     // child runs only the mediator, a single thread, and ends with _exit.
     let pid = check(unsafe { libc::fork() })?;
     Ok(if pid == 0 { None } else { Some(pid) })
+}
+
+/// Waits until the child `pid` has exited, leaving it to be reaped (`waitid` with `WNOWAIT`).
+#[cfg(test)]
+pub(crate) fn wait_exited_unreaped(pid: pid_t) -> io::Result<()> {
+    // SAFETY: a zeroed siginfo_t for the kernel to fill; integer arguments.
+    check(unsafe {
+        let mut info: libc::siginfo_t = std::mem::zeroed();
+        libc::waitid(
+            libc::P_PID,
+            pid as libc::id_t,
+            &mut info,
+            libc::WEXITED | libc::WNOWAIT,
+        )
+    })
+    .map(drop)
 }
 
 /// `setns(2)` into the namespace `fd` of type `kind`.

@@ -1,0 +1,23 @@
+#!/usr/bin/env python3
+"""Interleaved A/B timing of whole commands (BENCHMARKS.md): runs each command in turn, N rounds after 20
+warm-up rounds, and prints each one's median and mean and the median of its paired difference from the
+first command. On this shared VM the load drifts within minutes; hyperfine runs one command's runs after
+the other's, so a drift lands on one of them, while a difference paired round by round cancels it.
+    python3 bench/ab.py N 'CMD A' 'CMD B' ...   (commands are split like a shell would; no pipes)
+"""
+import os, sys, time, statistics, shlex
+n = int(sys.argv[1]); cmds = [shlex.split(c) for c in sys.argv[2:]]
+times = [[] for _ in cmds]
+devnull = os.open(os.devnull, os.O_WRONLY)
+for r in range(n + 20):
+    for i, c in enumerate(cmds):
+        t = time.perf_counter()
+        pid = os.posix_spawnp(c[0], c, os.environ, file_actions=[(os.POSIX_SPAWN_DUP2, devnull, 1)])
+        os.waitpid(pid, 0)
+        if r >= 20: times[i].append((time.perf_counter() - t) * 1000)
+for i, c in enumerate(cmds):
+    print(f"{statistics.median(times[i]):7.3f} ms median {statistics.mean(times[i]):7.3f} mean  {' '.join(c)[:90]}")
+base = times[0]
+for i in range(1, len(cmds)):
+    d = sorted(b - a for a, b in zip(base, times[i]))
+    print(f"paired diff cmd{i}-cmd0: median {statistics.median(d):+.3f} ms")
