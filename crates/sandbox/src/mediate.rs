@@ -205,7 +205,11 @@ fn mediator_main(sock: RawFd, config: &MediatorConfig, report_w: RawFd) -> std::
         proc,
     };
     m.serve(&listener);
-    sys::write_all(report_w, &m.findings.to_bytes())
+    let written = sys::write_all(report_w, &m.findings.to_bytes());
+    // Closed now, not at exit: the supervisor reads to the end of the report and need not wait for this
+    // process's address space to be torn down.
+    sys::close(report_w);
+    written
 }
 
 impl Findings {

@@ -1494,11 +1494,12 @@ impl RunningSandbox {
         })
     }
 
-    /// The mediator's report, once every process under the filter is gone (it then exits at once).
+    /// The mediator's report, once every process under the filter is gone (it then exits at once, and is
+    /// reaped like an exiting init: its exit is not waited for).
     fn mediator_findings(&mut self) -> Option<crate::mediate::Findings> {
         let mut bytes = Vec::new();
         drain_blocking(self.mediator.report, &mut bytes);
-        let _ = sys::waitpid(self.mediator.pid, 0);
+        reap_in_background(self.mediator.pid);
         self.mediator.pid = 0;
         crate::mediate::Findings::parse(&bytes)
     }
@@ -1529,11 +1530,12 @@ impl RunningSandbox {
     }
 }
 
-/// Inits that reported and were still exiting (tearing down their namespaces) when their run ended.
+/// Inits and mediators that reported and were still exiting (an init tears down its namespaces) when
+/// their run ended.
 static EXITING_INITS: std::sync::Mutex<Vec<libc::pid_t>> = std::sync::Mutex::new(Vec::new());
 
-/// Reaps a sandbox's init that has reported and is exiting, without making the caller wait for it: if it
-/// has not exited yet, the next [`Sandbox::spawn`] reaps it (a thread per run to wait for it cost a
+/// Reaps a sandbox's init or mediator that has reported and is exiting, without making the caller wait for
+/// it: if it has not exited yet, the next [`Sandbox::spawn`] reaps it (a thread per run to wait for it cost a
 /// launch 0.1 to 0.3 ms; a zombie holds only its pid, and none outlives the process).
 fn reap_in_background(pid: libc::pid_t) {
     if let Ok((0, _)) = sys::waitpid(pid, libc::WNOHANG) {
@@ -1544,7 +1546,7 @@ fn reap_in_background(pid: libc::pid_t) {
     }
 }
 
-/// Reaps the inits of earlier runs that have exited since.
+/// Reaps the inits and mediators of earlier runs that have exited since.
 fn reap_exited_inits() {
     EXITING_INITS
         .lock()
