@@ -1498,7 +1498,10 @@ impl RunningSandbox {
     /// reaped like an exiting init: its exit is not waited for).
     fn mediator_findings(&mut self) -> Option<crate::mediate::Findings> {
         let mut bytes = Vec::new();
-        drain_blocking(self.mediator.report, &mut bytes);
+        if !drain_blocking(self.mediator.report, &mut bytes) {
+            // Still holding its report open after a second: it answers nothing any more.
+            let _ = sys::kill(self.mediator.pid, libc::SIGKILL);
+        }
         reap_in_background(self.mediator.pid);
         self.mediator.pid = 0;
         crate::mediate::Findings::parse(&bytes)
