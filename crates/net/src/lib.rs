@@ -19,8 +19,11 @@
 //!   refused unless an `allow` rule names the address. The proxy connects only to an address it judged,
 //!   with no second lookup in between.
 //! - The proxy runs outside the sandbox, in the supervisor, with the supervisor's network. It reads
-//!   nothing the program controls but the bytes of its requests, which hyper parses (SOCKS5's few fixed
-//!   fields are read by hand).
+//!   nothing the program controls but the bytes of its requests, which hyper or httparse (hyper's own
+//!   head parser, for a plain HTTP request forwarded as a tunnel) parses; SOCKS5's few fixed fields are
+//!   read by hand. A plain HTTP request gets an upstream connection of its own, closed with the response,
+//!   so whatever else the program sends on it reaches only the host already decided, as through
+//!   `CONNECT`.
 //!
 //! # Limitations
 //!
