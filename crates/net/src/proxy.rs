@@ -353,11 +353,19 @@ pub(crate) fn text(status: StatusCode, message: &str) -> Response<Body> {
     response
 }
 
-fn open_error(error: OpenError) -> Response<Body> {
-    match error {
-        OpenError::Refused(r) => text(StatusCode::FORBIDDEN, &r.reason),
-        OpenError::Unreachable(why) => text(StatusCode::BAD_GATEWAY, &why),
+impl OpenError {
+    /// The answer to the program: 403 for a refusal, 502 for an upstream out of reach, with the reason.
+    fn status(self) -> (StatusCode, String) {
+        match self {
+            OpenError::Refused(r) => (StatusCode::FORBIDDEN, r.reason),
+            OpenError::Unreachable(why) => (StatusCode::BAD_GATEWAY, why),
+        }
     }
+}
+
+fn open_error(error: OpenError) -> Response<Body> {
+    let (status, message) = error.status();
+    text(status, &message)
 }
 
 /// Headers that belong to one hop and are not forwarded.
@@ -372,19 +380,38 @@ const HOP_BY_HOP: &[&str] = &[
     "upgrade",
 ];
 
+/// The header names that the values of a request's `Connection` headers list (they belong to one hop).
+fn connection_listed<'a>(values: impl Iterator<Item = &'a [u8]>) -> Vec<&'a str> {
+    values
+        .filter_map(|v| std::str::from_utf8(v).ok())
+        .flat_map(|v| v.split(','))
+        .map(str::trim)
+        .filter(|name| !name.is_empty())
+        .collect()
+}
+
+/// Whether the header `name` belongs to one hop: one of [`HOP_BY_HOP`], or one `Connection` lists.
+fn is_hop_by_hop(name: &str, listed: &[&str]) -> bool {
+    HOP_BY_HOP
+        .iter()
+        .chain(listed)
+        .any(|hop| name.eq_ignore_ascii_case(hop))
+}
+
 /// Removes the headers that belong to one hop, those the client listed in `Connection` included.
 pub(crate) fn remove_hop_by_hop(headers: &mut hyper::HeaderMap) {
-    let listed: Vec<HeaderName> = headers
-        .get_all(hyper::header::CONNECTION)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .flat_map(|v| v.split(','))
-        .filter_map(|name| HeaderName::try_from(name.trim()).ok())
+    let listed = connection_listed(
+        headers
+            .get_all(hyper::header::CONNECTION)
+            .iter()
+            .map(HeaderValue::as_bytes),
+    );
+    let hop: Vec<HeaderName> = headers
+        .keys()
+        .filter(|name| is_hop_by_hop(name.as_str(), &listed))
+        .cloned()
         .collect();
-    for name in HOP_BY_HOP {
-        headers.remove(*name);
-    }
-    for name in listed {
+    for name in hop {
         headers.remove(name);
     }
 }
@@ -537,21 +564,18 @@ async fn peek_forward_head(stream: &TcpStream) -> io::Result<Option<ForwardHead>
         .trim_start_matches('[')
         .trim_end_matches(']');
     let port = authority.port_u16().unwrap_or(80);
-    let listed: Vec<&str> = request
-        .headers
-        .iter()
-        .filter(|h| h.name.eq_ignore_ascii_case("connection"))
-        .filter_map(|h| std::str::from_utf8(h.value).ok())
-        .flat_map(|v| v.split(','))
-        .map(str::trim)
-        .collect();
+    let listed = connection_listed(
+        request
+            .headers
+            .iter()
+            .filter(|h| h.name.eq_ignore_ascii_case("connection"))
+            .map(|h| h.value),
+    );
     let path = uri.path_and_query().map_or("/", |p| p.as_str());
     let mut upstream = format!("{method} {path} HTTP/1.{version}\r\n").into_bytes();
     let mut has_host = false;
     for h in request.headers.iter() {
-        let hop = HOP_BY_HOP.iter().any(|n| h.name.eq_ignore_ascii_case(n))
-            || listed.iter().any(|n| h.name.eq_ignore_ascii_case(n));
-        if hop {
+        if is_hop_by_hop(h.name, &listed) {
             continue;
         }
         has_host |= h.name.eq_ignore_ascii_case("host");
@@ -588,10 +612,7 @@ async fn forward_spliced(
     let mut upstream = match opened {
         Ok(upstream) => upstream,
         Err(e) => {
-            let (status, message) = match e {
-                OpenError::Refused(r) => (StatusCode::FORBIDDEN, r.reason),
-                OpenError::Unreachable(why) => (StatusCode::BAD_GATEWAY, why),
-            };
+            let (status, message) = e.status();
             let body = format!("stockade: {message}\n");
             let response = format!(
                 "HTTP/1.1 {status}\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",

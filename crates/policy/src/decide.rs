@@ -46,6 +46,14 @@ impl Decision {
             Decision::Allow { level, .. } | Decision::Deny { level, .. } => *level,
         }
     }
+
+    /// The rule that decided (none for a path no rule covers).
+    pub fn rule(&self) -> Option<RuleId> {
+        match self {
+            Decision::Allow { rule, .. } => Some(*rule),
+            Decision::Deny { rule, .. } => *rule,
+        }
+    }
 }
 
 /// Why a path was refused.
@@ -128,12 +136,8 @@ impl ResolvedPolicy {
     /// programs the agent runs (the kernel sandbox, and Bash as the hook judges it) use `decide`.
     pub fn decide_for_tools(&self, path: &CanonicalPath, access: Access) -> Decision {
         let decision = self.decide(path, access);
-        let rule = match decision {
-            Decision::Allow { rule, .. }
-            | Decision::Deny {
-                rule: Some(rule), ..
-            } => rule,
-            Decision::Deny { rule: None, .. } => return decision,
+        let Some(rule) = decision.rule() else {
+            return decision;
         };
         match self.scope(rule).map(|s| s.kind) {
             Some(ScopeKind::Runtime) => Decision::Deny {
@@ -395,10 +399,7 @@ impl ResolvedPolicy {
             }
         }
         let decision = self.decide(path, access);
-        let deciding = match decision {
-            Decision::Allow { rule, .. } => Some(rule),
-            Decision::Deny { rule, .. } => rule,
-        };
+        let deciding = decision.rule();
         Explanation {
             path: p.to_path_buf(),
             exists: path.exists(),
@@ -416,11 +417,7 @@ impl ResolvedPolicy {
     }
 
     fn enforcement(&self, path: &CanonicalPath, decision: Decision) -> Vec<String> {
-        let rule = match decision {
-            Decision::Allow { rule, .. } => Some(rule),
-            Decision::Deny { rule, .. } => rule,
-        };
-        let scope = rule.and_then(|r| self.scope(r));
+        let scope = decision.rule().and_then(|r| self.scope(r));
         let glob = matches!(scope.map(|s| &s.target), Some(ScopeTarget::Glob(_)));
         let kernel = match (decision.level(), scope.map(|s| s.kind), glob) {
             (Level::None | Level::Read, Some(_), false) if !path.exists() => "kernel (stockade run): nothing to bind or mask (it does not exist at start); the mediator holds the name".to_string(),

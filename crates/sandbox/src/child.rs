@@ -400,25 +400,11 @@ fn build_root(p: &Prepared) {
     sys::mount(None, &s.root, None, libc::MS_REC | libc::MS_PRIVATE, None).or_fail(p, 2);
     // A staging tmpfs becomes the root for a moment, so the host's tree stays reachable at /oldroot
     // while the new one is assembled at /newroot (the same dance as bubblewrap).
-    sys::mount(
-        Some(&s.tmpfs),
-        &s.staging,
-        Some(&s.tmpfs),
-        nosuid_nodev,
-        None,
-    )
-    .or_fail(p, 3);
+    mount_tmpfs(s, &s.staging, nosuid_nodev, None).or_fail(p, 3);
     sys::chdir(&s.staging).or_fail(p, 4);
     sys::mkdir(&s.newroot_rel, 0o755).or_fail(p, 4);
     sys::mkdir(&s.oldroot_rel, 0o755).or_fail(p, 4);
-    sys::mount(
-        Some(&s.tmpfs),
-        &s.newroot_rel,
-        Some(&s.tmpfs),
-        nosuid_nodev,
-        None,
-    )
-    .or_fail(p, 4);
+    mount_tmpfs(s, &s.newroot_rel, nosuid_nodev, None).or_fail(p, 4);
     sys::pivot_root(&s.dot, &s.oldroot_rel).or_fail(p, 4);
     sys::chdir(&s.root).or_fail(p, 4);
     sys::touch(&s.maskfile, 0).or_fail(p, 6);
@@ -441,14 +427,8 @@ fn build_root(p: &Prepared) {
                 }
             }
             PreparedOp::MaskDir { dst } => {
-                sys::mount(
-                    Some(&s.tmpfs),
-                    dst,
-                    Some(&s.tmpfs),
-                    nosuid_nodev | libc::MS_NOEXEC,
-                    Some(&s.mask_data),
-                )
-                .or_fail(p, 6);
+                mount_tmpfs(s, dst, nosuid_nodev | libc::MS_NOEXEC, Some(&s.mask_data))
+                    .or_fail(p, 6);
             }
             PreparedOp::MaskFile { dst } => {
                 sys::mount(Some(&s.maskfile), dst, None, libc::MS_BIND, None).or_fail(p, 6);
@@ -456,14 +436,7 @@ fn build_root(p: &Prepared) {
             }
             PreparedOp::Tmpfs { dst, data } => {
                 ensure_target(p, dst, true);
-                sys::mount(
-                    Some(&s.tmpfs),
-                    dst,
-                    Some(&s.tmpfs),
-                    nosuid_nodev,
-                    Some(data),
-                )
-                .or_fail(p, 7);
+                mount_tmpfs(s, dst, nosuid_nodev, Some(data)).or_fail(p, 7);
             }
             PreparedOp::Overlay {
                 dst,
@@ -477,14 +450,7 @@ fn build_root(p: &Prepared) {
                 if let Some(layer) = private {
                     if let Some((dir, data)) = &layer.tmpfs {
                         sys::mkdir(dir, 0o700).or_fail(p, 27);
-                        sys::mount(
-                            Some(&s.tmpfs),
-                            dir,
-                            Some(&s.tmpfs),
-                            nosuid_nodev,
-                            Some(data),
-                        )
-                        .or_fail(p, 27);
+                        mount_tmpfs(s, dir, nosuid_nodev, Some(data)).or_fail(p, 27);
                     }
                     sys::mkdir(&layer.dir, 0o700).or_fail(p, 27);
                     sys::mkdir(upper, 0o700).or_fail(p, 27);
@@ -522,14 +488,8 @@ fn build_root(p: &Prepared) {
                 links,
             } => {
                 ensure_target(p, dst, true);
-                sys::mount(
-                    Some(&s.tmpfs),
-                    dst,
-                    Some(&s.tmpfs),
-                    libc::MS_NOSUID | libc::MS_NOEXEC,
-                    Some(&s.dev_data),
-                )
-                .or_fail(p, 9);
+                mount_tmpfs(s, dst, libc::MS_NOSUID | libc::MS_NOEXEC, Some(&s.dev_data))
+                    .or_fail(p, 9);
                 for (src, target) in devices {
                     // A device the host lacks is simply absent inside.
                     if sys::file_type(src).is_ok() {
@@ -582,6 +542,22 @@ fn existing_is_fine(r: std::io::Result<()>) -> std::io::Result<()> {
         Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
         other => other,
     }
+}
+
+/// Mounts a fresh tmpfs at `dst`.
+fn mount_tmpfs(
+    s: &Strings,
+    dst: &CString,
+    flags: libc::c_ulong,
+    data: Option<&CString>,
+) -> std::io::Result<()> {
+    sys::mount(
+        Some(&s.tmpfs),
+        dst,
+        Some(&s.tmpfs),
+        flags,
+        data.map(CString::as_c_str),
+    )
 }
 
 /// Creates an empty directory or file to mount on, where nothing is yet (only possible in tmpfs areas).

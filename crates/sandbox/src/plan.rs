@@ -193,11 +193,10 @@ impl MountPlan {
                     });
                 }
                 // A cache that does not exist has nothing to overlay (the builder creates a missing one whose
-                // parent exists before planning); a file is refused by the builder.
-                // Looked at now, not at resolution: the builder may just have made it.
-                // A glob cap on the cache's directory itself: `read-only` leaves the overlay (the host's
-                // directory cannot change beneath it, and its entries keep the cache's level), `deny`
-                // masks it instead.
+                // parent exists before planning, so it is looked at now, not at resolution); a file is
+                // refused by the builder. A glob cap on the cache's directory itself: `read-only` leaves
+                // the overlay (the host's directory cannot change beneath it, and its entries keep the
+                // cache's level), `deny` masks it instead.
                 ScopeKind::Cache
                     if path.is_dir()
                         && policy.path_scope_level(&target.canonical) == Level::Write
@@ -1024,11 +1023,9 @@ fn rebind_children(
 /// a directory gets a private overlay of its own, a file is bound read-only (stricter than the policy, in
 /// the rare shape where a glob cap splits a cache).
 fn writable_mount(policy: &ResolvedPolicy, path: &CanonicalPath, is_dir: bool) -> MountOp {
-    let rule = match policy.decide(path, Access::Write) {
-        stockade_policy::Decision::Allow { rule, .. } => Some(rule),
-        stockade_policy::Decision::Deny { rule, .. } => rule,
-    };
-    let by_cache = rule
+    let by_cache = policy
+        .decide(path, Access::Write)
+        .rule()
         .and_then(|r| policy.scope(r))
         .is_some_and(|s| s.kind == ScopeKind::Cache);
     match (by_cache, is_dir) {

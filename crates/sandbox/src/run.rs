@@ -612,9 +612,9 @@ impl CacheStore {
                 "cannot open '{}'",
                 lock_path.display()
             )))?;
-        let locked = sys::try_lock_exclusive(std::os::fd::AsRawFd::as_raw_fd(&lock)).map_err(
-            SandboxError::io(format!("cannot lock '{}'", lock_path.display())),
-        )?;
+        let locked = sys::try_lock_exclusive(lock.as_raw_fd()).map_err(SandboxError::io(
+            format!("cannot lock '{}'", lock_path.display()),
+        ))?;
         if !locked {
             return Err(SandboxError::Policy {
                 message: format!(
@@ -627,7 +627,7 @@ impl CacheStore {
     }
 
     fn lock_fd(&self) -> RawFd {
-        std::os::fd::AsRawFd::as_raw_fd(&self.lock)
+        self.lock.as_raw_fd()
     }
 
     /// The upper and work directories of the cache at `path`, made if missing: one directory per
@@ -726,7 +726,7 @@ impl Sandbox {
     /// Starts the program. The calling thread must be the process's only thread: the sandbox's init is a
     /// fork of it.
     pub fn spawn(mut self) -> Result<RunningSandbox, SandboxError> {
-        reap_exited_inits();
+        reap_exited_children();
         let mut ops = Vec::new();
         let mut mkdirs = Vec::new();
         // Directories of the empty root to create before each mount: each once, and none where the
@@ -1016,7 +1016,6 @@ impl Sandbox {
             Ok(None) => {
                 // Replaced in the child only; the supervisor keeps its own stdin.
                 if let Some(f) = &stdin_null {
-                    use std::os::fd::AsRawFd;
                     let _ = sys::dup2(f.as_raw_fd(), 0);
                 }
                 child::init_main(&prepared)
@@ -1535,14 +1534,14 @@ impl RunningSandbox {
 
 /// Inits and mediators that reported and were still exiting (an init tears down its namespaces) when
 /// their run ended.
-static EXITING_INITS: std::sync::Mutex<Vec<libc::pid_t>> = std::sync::Mutex::new(Vec::new());
+static EXITING_CHILDREN: std::sync::Mutex<Vec<libc::pid_t>> = std::sync::Mutex::new(Vec::new());
 
 /// Reaps a sandbox's init or mediator that has reported and is exiting, without making the caller wait for
 /// it: if it has not exited yet, the next [`Sandbox::spawn`] reaps it (a thread per run to wait for it cost a
 /// launch 0.1 to 0.3 ms; a zombie holds only its pid, and none outlives the process).
 fn reap_in_background(pid: libc::pid_t) {
     if let Ok((0, _)) = sys::waitpid(pid, libc::WNOHANG) {
-        EXITING_INITS
+        EXITING_CHILDREN
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .push(pid);
@@ -1550,8 +1549,8 @@ fn reap_in_background(pid: libc::pid_t) {
 }
 
 /// Reaps the inits and mediators of earlier runs that have exited since.
-fn reap_exited_inits() {
-    EXITING_INITS
+fn reap_exited_children() {
+    EXITING_CHILDREN
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner)
         .retain(|&pid| matches!(sys::waitpid(pid, libc::WNOHANG), Ok((0, _))));
@@ -1614,7 +1613,7 @@ impl Drop for RunningSandbox {
 
 #[cfg(test)]
 mod tests {
-    use super::{EXITING_INITS, reap_exited_inits, reap_in_background};
+    use super::{EXITING_CHILDREN, reap_exited_children, reap_in_background};
     use crate::sys;
 
     /// An init still exiting when its run ends is not waited for, and the next launch reaps it.
@@ -1626,11 +1625,11 @@ mod tests {
             sys::exit_now(0)
         };
         reap_in_background(pid);
-        assert!(EXITING_INITS.lock().unwrap().contains(&pid));
+        assert!(EXITING_CHILDREN.lock().unwrap().contains(&pid));
         // Exited, not yet reaped: as the next launch would find it.
         sys::wait_exited_unreaped(pid).unwrap();
-        reap_exited_inits();
-        assert!(!EXITING_INITS.lock().unwrap().contains(&pid));
+        reap_exited_children();
+        assert!(!EXITING_CHILDREN.lock().unwrap().contains(&pid));
         // Reaped: the pid is no longer this process's child.
         assert!(sys::waitpid(pid, libc::WNOHANG).is_err());
     }
