@@ -24,8 +24,7 @@ use proptest::test_runner::{Config, TestRunner};
 use stockade_fs::{ReadOptions, Root, RootOptions};
 use stockade_hook::{HookInput, Verdict};
 use stockade_policy::{
-    Access, CanonicalPath, Decision, Level, PolicyBuilder, ResolvedPolicy, ScopeKind, ScopeTarget,
-    Variables,
+    Access, CanonicalPath, Level, PolicyBuilder, ResolvedPolicy, ScopeKind, ScopeTarget, Variables,
 };
 
 use super::util::*;
@@ -353,6 +352,15 @@ fn the_kernel_agrees_with_explain_except_where_documented() {
             let text = policy_text(root_write, &scopes).replace("base = \"${CWD}\"\n", "");
             let text = text.replace("[profile.p]\n", "[profile.p]\nbase = \"${CWD}\"\n");
             let policy = Arc::new(builder(&root, &home, &text).build().unwrap());
+            // Whether a cache scope is what lets programs write `path`.
+            let cache_writes = |path: &CanonicalPath| {
+                let decision = policy.decide(path, Access::Write);
+                decision.is_allow()
+                    && decision
+                        .rule()
+                        .and_then(|r| policy.scope(r))
+                        .is_some_and(|s| s.kind == ScopeKind::Cache)
+            };
             // A new file in each cache the policy names: the program may write it (into the run's
             // private overlay), and the host never sees it.
             let probes: Vec<PathBuf> = policy
@@ -378,12 +386,7 @@ fn the_kernel_agrees_with_explain_except_where_documented() {
                     text
                 );
                 let canonical = CanonicalPath::resolve(probe).unwrap();
-                let by_cache = match policy.decide(&canonical, Access::Write) {
-                    Decision::Allow { rule, .. } => policy
-                        .scope(rule)
-                        .is_some_and(|s| s.kind == ScopeKind::Cache),
-                    _ => false,
-                };
+                let by_cache = cache_writes(&canonical);
                 // As for any creation: the kernel may be stricter under a directory a glob caps.
                 let parent = CanonicalPath::resolve(probe.parent().unwrap()).unwrap();
                 let parent_capped = policy.decide(&parent, Access::Write).level() < Level::Write;
@@ -428,16 +431,8 @@ fn the_kernel_agrees_with_explain_except_where_documented() {
                 }
                 // A file whose write a cache decides, in a directory a glob caps: bound read-only, since
                 // a writable bind would be the host's file (stricter; documented).
-                let cache_file_capped = !is_dir
-                    && exists
-                    && !write
-                    && explain_write
-                    && match policy.decide(&canonical, Access::Write) {
-                        Decision::Allow { rule, .. } => policy
-                            .scope(rule)
-                            .is_some_and(|s| s.kind == ScopeKind::Cache),
-                        _ => false,
-                    };
+                let cache_file_capped =
+                    !is_dir && exists && !write && explain_write && cache_writes(&canonical);
                 if cache_file_capped {
                     stricter
                         .lock()

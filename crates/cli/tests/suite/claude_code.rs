@@ -26,6 +26,16 @@ pub(super) fn claude_bin() -> Option<PathBuf> {
     found
 }
 
+/// What a test with the real Claude Code CLI needs: Landlock, the CLI ([`claude_bin`]), and a test
+/// directory outside `/tmp` (the sandbox mirrors `/tmp`'s entries); `None`, a skip, without the first two.
+pub(super) fn claude_and_dir() -> Option<(PathBuf, TestDir)> {
+    if !landlock_ready() {
+        return None;
+    }
+    let claude = claude_bin()?;
+    Some((claude, TestDir::outside_tmp(Who::Root)))
+}
+
 /// A main repository with a secret, agent a1's linked worktree (the hook installed in it) and agent a2's.
 struct Seed003 {
     d: TestDir,
@@ -34,11 +44,7 @@ struct Seed003 {
 
 impl Seed003 {
     fn new() -> Option<Self> {
-        if !landlock_ready() {
-            return None;
-        }
-        let claude = claude_bin()?;
-        let d = TestDir::outside_tmp(Who::Root);
+        let (claude, d) = claude_and_dir()?;
         d.write("work/README.md", "main repo\n")
             .write("work/secret.txt", "MAIN-REPO-SECRET\n")
             .write("work/src/main.rs", "fn main() {}\n")

@@ -24,11 +24,7 @@ struct Reader {
 
 impl Reader {
     fn new() -> Option<Reader> {
-        if !landlock_ready() {
-            return None;
-        }
-        let claude = super::claude_code::claude_bin()?;
-        let d = TestDir::outside_tmp(Who::Root);
+        let (claude, d) = super::claude_code::claude_and_dir()?;
         let marker = unique_marker();
         let key = format!("sk-ant-quarantine-{marker}");
         let credential = format!("CREDENTIAL-{marker}");

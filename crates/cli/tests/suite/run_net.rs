@@ -455,13 +455,9 @@ fn claude_whole(
 /// the key on every request; neither Claude Code's state nor anything it printed holds it.
 #[test]
 fn claude_code_runs_whole_under_its_profile_through_the_gateway() {
-    if !landlock_ready() {
-        return;
-    }
-    let Some(claude) = super::claude_code::claude_bin() else {
+    let Some((claude, d)) = super::claude_code::claude_and_dir() else {
         return;
     };
-    let d = TestDir::outside_tmp(Who::Root);
     let secret = format!("sk-ant-gateway-{}", unique_marker());
     let (out, api) = claude_whole(
         &d,
@@ -533,13 +529,9 @@ fn claude_code_runs_whole_under_its_profile_through_the_gateway() {
 /// work beside them is not, and the host's files are as they were.
 #[test]
 fn the_agent_confined_whole_cannot_plant_what_the_users_tools_run_later() {
-    if !landlock_ready() {
-        return;
-    }
-    let Some(claude) = super::claude_code::claude_bin() else {
+    let Some((claude, d)) = super::claude_code::claude_and_dir() else {
         return;
     };
-    let d = TestDir::outside_tmp(Who::Root);
     git(&d.work(), &["init", "-q"]);
     git(&d.work(), &["config", "core.hooksPath", ".husky"]);
     d.write("work/.husky/pre-commit", "npm test\n")
