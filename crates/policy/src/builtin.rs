@@ -144,7 +144,7 @@ fs.read-only = [
 
 # Package caches: the programs the agent runs read the host's and write a private overlay of each, so
 # `npm install`, `pip install` and `cargo fetch` work and the host's cache never changes (kept per agent
-# with --persist-caches). A missing one is created empty where its parent exists.
+# with --persist-caches). A missing one is created empty at start, with its missing parents (~/.cache).
 fs.cache = [
   "~/.npm", "~/.cache/pip", "~/.cache/uv", "~/.cargo/registry", "~/.cargo/git", "~/go/pkg/mod",
   "~/.m2/repository",

@@ -428,7 +428,7 @@ impl ResolvedPolicy {
             (Level::Read, _, true) => "kernel (stockade run): each match existing at start is bound read-only and granted by Landlock; new matches cannot be created (the kernel is stricter than the policy here)".to_string(),
             (Level::Read, _, false) => "kernel (stockade run): read-only bind mount plus Landlock read/execute rights".to_string(),
             (Level::Write, _, true) => "kernel (stockade run): the directories beneath the glob's prefix are bound writable with every entry it does not match bound back read-only, and the mediator creates new matches (up to 2,000 entries there; past that new matches cannot be created)".to_string(),
-            (Level::Write, Some(ScopeKind::Cache), false) => "kernel (stockade run): a private overlay of the host's directory plus Landlock rights: programs read the host's files, and what they write stays in the run (or in the agent's own copy with --persist-caches); the host's cache is never changed (a missing cache directory whose parent exists is created empty at start, to mount on)".to_string(),
+            (Level::Write, Some(ScopeKind::Cache), false) => "kernel (stockade run): a private overlay of the host's directory plus Landlock rights: programs read the host's files, and what they write stays in the run (or in the agent's own copy with --persist-caches); the host's cache is never changed (a missing cache directory is created empty at start, to mount on: with its missing parents beneath your home or in a writable directory, elsewhere only where its parent exists)".to_string(),
             (Level::Write, _, false) => "kernel (stockade run): read-write bind mount plus Landlock rights".to_string(),
         };
         let mut notes = vec![kernel];

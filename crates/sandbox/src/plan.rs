@@ -192,8 +192,8 @@ impl MountPlan {
                         },
                     });
                 }
-                // A cache that does not exist has nothing to overlay (the builder creates a missing one whose
-                // parent exists before planning, so it is looked at now, not at resolution); a file is
+                // A cache that does not exist has nothing to overlay (the builder creates a missing one, with
+                // its parents where it may, before planning, so it is looked at now, not at resolution); a file is
                 // refused by the builder. A glob cap on the cache's directory itself: `read-only` leaves
                 // the overlay (the host's directory cannot change beneath it, and its entries keep the
                 // cache's level), `deny` masks it instead.

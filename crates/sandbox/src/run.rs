@@ -527,10 +527,23 @@ pub struct Sandbox {
     warnings: Vec<String>,
 }
 
-/// Makes each missing cache directory (a `cache` scope that decides its own path) whose parent exists, as
-/// the tool that owns it would on first use: an overlay needs a directory to mount on, and the host's home
-/// is read-only inside. Refuses a cache that is not a directory.
+/// Makes each missing cache directory (a `cache` scope that decides its own path), as the tool that owns
+/// it would on first use: an overlay needs a directory to mount on, and the host's home is read-only
+/// inside. Its missing parents are made too where they would lie beneath the user's home (`~/.cache` on
+/// a fresh account, which pip and uv would create) or in a directory programs may write (where a program
+/// would otherwise make the cache's directory itself, on the host, and write through it): so what
+/// `explain` allows a program can do, and a cache's writes never reach the host. Elsewhere only a cache
+/// whose parent exists is made. Refuses a cache that is not a directory; one that cannot be made is
+/// named in a warning.
 fn prepare_caches(policy: &ResolvedPolicy, warnings: &mut Vec<String>) -> Result<(), SandboxError> {
+    // Canonical, as the caches' paths are; looked up only when a cache's parent is missing.
+    let home = || {
+        let home = Path::new(policy.variables().get("HOME")?);
+        std::fs::canonicalize(home)
+            .ok()
+            .filter(|h| h.as_path() != Path::new("/"))
+    };
+    let mut created = Vec::new();
     for scope in policy.scopes() {
         let (stockade_policy::ScopeTarget::Path(target), stockade_policy::ScopeKind::Cache) =
             (&scope.target, scope.kind)
@@ -552,28 +565,83 @@ fn prepare_caches(policy: &ResolvedPolicy, warnings: &mut Vec<String>) -> Result
                     ),
                 });
             }
-            Err(_) if path.parent().is_some_and(Path::is_dir) => {
-                match std::fs::create_dir(path) {
-                    Ok(()) => warnings.push(format!(
-                        "created the empty cache directory '{}' to mount its private overlay on",
-                        path.display()
-                    )),
-                    // Someone else made it meanwhile: as good.
-                    Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
-                    Err(e) => {
-                        return Err(SandboxError::io(format!(
-                            "cannot create the cache directory '{}' (fs.cache = \"{}\")",
-                            path.display(),
-                            scope.written
-                        ))(e));
-                    }
-                }
-            }
-            // Its tool is not installed here: nothing to cache.
-            Err(_) => {}
+            Err(_) => match create_cache_dir(path, |anchor| {
+                home().is_some_and(|h| anchor.starts_with(h))
+                    || policy
+                        .decide(
+                            &CanonicalPath::assume_canonical(anchor.to_path_buf()),
+                            Access::Write,
+                        )
+                        .is_allow()
+            }) {
+                Ok(made) if made.len() > 1 => created.push(format!(
+                    "'{}' (and {} '{}')",
+                    path.display(),
+                    if made.len() > 2 { "its parents" } else { "its parent" },
+                    made[..made.len() - 1].join("', '")
+                )),
+                Ok(made) if !made.is_empty() => created.push(format!("'{}'", path.display())),
+                // Already there (someone else made it meanwhile), or not to be made: a cache whose
+                // parents are missing in a read-only tree belongs to a tool not installed here.
+                Ok(_) => {}
+                // A home on a read-only disk, say: without its directory the cache has no overlay, and
+                // programs, with no more right than this process, cannot make it either.
+                Err(e) => warnings.push(format!(
+                    "cannot create the cache directory '{}' (fs.cache = \"{}\"): {e}; programs cannot use that cache in this run",
+                    path.display(),
+                    scope.written
+                )),
+            },
         }
     }
+    if !created.is_empty() {
+        warnings.push(format!(
+            "created empty cache directories to mount their private overlays on (once; the host's stay empty): {}",
+            created.join(", ")
+        ));
+    }
     Ok(())
+}
+
+/// Creates the missing directories down to `path`: all of them when `parents_allowed` says so of the
+/// deepest existing one, otherwise only `path` itself, whose parent must exist. Each new directory is its owner's alone
+/// (0700) and, when this process is root, owned like the directory it was made in, so a home's caches
+/// stay its user's. Returns the directories made, outermost first (none if `path` cannot be made here).
+fn create_cache_dir(
+    path: &Path,
+    parents_allowed: impl Fn(&Path) -> bool,
+) -> std::io::Result<Vec<String>> {
+    use std::os::unix::fs::{DirBuilderExt, MetadataExt};
+    let mut missing = Vec::new();
+    let mut existing = path;
+    // Stops at the first entry that exists, whatever it is: a file or a dangling symlink there means
+    // this cache cannot be made.
+    while std::fs::symlink_metadata(existing).is_err() {
+        missing.push(existing);
+        match existing.parent() {
+            Some(parent) => existing = parent,
+            None => return Ok(Vec::new()),
+        }
+    }
+    let Ok(anchor) = std::fs::metadata(existing) else {
+        return Ok(Vec::new());
+    };
+    if !anchor.is_dir() || (missing.len() > 1 && !parents_allowed(existing)) {
+        return Ok(Vec::new());
+    }
+    let mut made = Vec::new();
+    for dir in missing.into_iter().rev() {
+        match std::fs::DirBuilder::new().mode(0o700).create(dir) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
+            Err(e) => return Err(e),
+        }
+        if sys::geteuid() == 0 && anchor.uid() != 0 {
+            std::os::unix::fs::lchown(dir, Some(anchor.uid()), Some(anchor.gid()))?;
+        }
+        made.push(dir.display().to_string());
+    }
+    Ok(made)
 }
 
 /// Creates `dir` and its missing parents, each new one readable by its owner alone.

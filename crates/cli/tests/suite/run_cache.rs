@@ -34,23 +34,30 @@ fn names(dir: &std::path::Path) -> Vec<String> {
 both_users! {
     /// The built-in profile's `~/.npm` inside a run: the host's file is read, changed, removed and new
     /// entries made beside it, all inside; the host's directory is exactly as before, and the next run
-    /// starts from the host's copy again. A cache missing at start whose parent exists is made, empty,
-    /// and stays empty on the host.
+    /// starts from the host's copy again. A cache missing at start is made, empty, with its missing
+    /// parents in the home (`~/.cache` of a fresh account, which pip would make on first use), and stays
+    /// empty on the host.
     fn caches_are_private_overlays(d) {
         d.write("home/.npm/host.txt", "host\n").mkdir("home/.cargo").mkdir("state");
         let script = "cat ~/.npm/host.txt && echo changed > ~/.npm/host.txt && cat ~/.npm/host.txt && \
                       mkdir -p ~/.npm/_cacache/tmp && echo new > ~/.npm/_cacache/tmp/x && rm ~/.npm/host.txt && \
-                      echo crate > ~/.cargo/registry/c && ls -A ~/.npm ~/.cargo/registry";
+                      echo crate > ~/.cargo/registry/c && mkdir -p ~/.cache/pip/http && \
+                      echo wheel > ~/.cache/pip/http/w && ls -A ~/.npm ~/.cargo/registry ~/.cache/pip/http";
         let out = run_home(&d, &[], script);
         out.ok()
             .stdout_has("host\nchanged\n")
             .stdout_has("_cacache\n")
             .stdout_has("registry:\nc\n")
-            .stderr_has("created the empty cache directory");
+            .stdout_has("http:\nw\n")
+            .stderr_has("created empty cache directories")
+            .stderr_has("/.cache/pip' (and its parent '");
         assert!(!out.stdout.contains("host.txt"), "{}", out.stdout);
         assert_eq!(d.read("home/.npm/host.txt").as_deref(), Some("host\n"));
         assert_eq!(names(&d.path("home/.npm")), ["host.txt"]);
         assert!(names(&d.path("home/.cargo/registry")).is_empty());
+        assert!(names(&d.path("home/.cache/pip")).is_empty());
+        let mode = std::fs::metadata(d.path("home/.cache")).unwrap().permissions();
+        assert_eq!(std::os::unix::fs::PermissionsExt::mode(&mode) & 0o777, 0o700);
         // The host's home outside the caches is as read-only as before.
         run_home(&d, &[], "echo x > ~/.npmrc")
             .code(2)
@@ -167,14 +174,14 @@ both_users! {
 
 both_users! {
     /// Real `pip install` from PyPI through the proxy (its index and its file host allowed): the package
-    /// lands in the project, and `~/.cache/pip` (made at start, as `~/.cache` exists) is writable inside
-    /// and empty on the host. (Whether pip caches at all depends on the index's answers; the registry
+    /// lands in the project, and `~/.cache/pip` (made at start with `~/.cache`, as on a fresh account) is
+    /// writable inside and empty on the host. (Whether pip caches at all depends on the index's answers; the registry
     /// this machine reaches sends nothing pip keeps.)
     fn pip_install_through_the_proxy(d) {
         if !registry_reachable("https://pypi.org/simple/idna/") {
             return;
         }
-        d.mkdir("home/.cache").mkdir("state");
+        d.mkdir("home").mkdir("state");
         run_home(
             &d,
             &["--net-allow", "pypi.org", "--net-allow", "files.pythonhosted.org"],
@@ -213,5 +220,27 @@ both_users! {
             "cat a/c/f.txt; echo changed >> a/c/f.txt || echo refused"]).run();
         out.ok().stdout_has("f\nrefused\n");
         assert_eq!(d.read("work/a/c/f.txt").as_deref(), Some("f\n"));
+    }
+}
+
+both_users! {
+    /// A cache whose directory and parent are missing at start in a tree programs may write is made
+    /// (with its parent) before the run: otherwise a program would make it itself, on the host, and
+    /// write through it, where `explain` promises a private overlay. In a tree they may only read, it is
+    /// not made (its tool is not installed there), and nothing appears on the host.
+    fn a_missing_cache_is_made_where_programs_could_make_it(d) {
+        d.mkdir("work").mkdir("shelf");
+        let shelf = d.path("shelf");
+        d.write("p.toml", &format!("[profile.p]\nbase = \"${{CWD}}\"\nextends = \"system\"\n\
+                                    fs.write = [\"${{CWD}}\"]\nfs.read = [\"{}\"]\n\
+                                    fs.cache = [\"gen/cache\", \"{}/tool/cache\"]\n",
+                                   shelf.display(), shelf.display()));
+        let policy = d.path("p.toml");
+        let out = d.stockade(["run", "--policy", policy.to_str().unwrap(), "--", "sh", "-c",
+            "echo built > gen/cache/out && cat gen/cache/out"]).run();
+        out.ok().stdout_has("built\n").stderr_has("gen/cache' (and its parent '");
+        assert!(d.path("work/gen/cache").is_dir());
+        assert!(names(&d.path("work/gen/cache")).is_empty());
+        assert!(names(&shelf).is_empty());
     }
 }
