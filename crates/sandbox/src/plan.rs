@@ -676,6 +676,9 @@ impl MountPlan {
                 && policy.decide(&canon, Access::Read).level() == Level::Read
         };
         let mut guarded: Vec<PathBuf> = Vec::new();
+        // Parents already looked at: the built-in profile names twenty of git's files in one `.git`,
+        // which is missing outside a repository.
+        let mut seen: Vec<&Path> = Vec::new();
         for scope in policy.scopes() {
             let ScopeTarget::Path(target) = &scope.target else {
                 continue;
@@ -686,13 +689,13 @@ impl MountPlan {
             let Some(dir) = target.canonical.as_path().parent() else {
                 continue;
             };
-            if !read_level(dir)
-                || !std::fs::metadata(dir).is_ok_and(|m| m.is_dir())
-                || guarded.iter().any(|g| g == dir)
-            {
+            if seen.contains(&dir) {
                 continue;
             }
-            guarded.push(dir.to_path_buf());
+            seen.push(dir);
+            if read_level(dir) && std::fs::metadata(dir).is_ok_and(|m| m.is_dir()) {
+                guarded.push(dir.to_path_buf());
+            }
         }
         // A write glob (`src/**/*.ts`) under a directory it does not make writable names files that may
         // not exist yet, in every directory beneath its prefix down to its depth: those are guarded too,
