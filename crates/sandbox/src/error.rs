@@ -49,6 +49,16 @@ pub enum SandboxError {
         /// The policy's denial.
         reason: String,
     },
+    /// The working directory lies in one of the run's private areas, which start empty.
+    #[error(
+        "the working directory '{cwd}' cannot be shown inside the sandbox: it lies in '{area}', which each run gets fresh and empty; start from a directory outside it"
+    )]
+    CwdInPrivateArea {
+        /// The directory.
+        cwd: PathBuf,
+        /// The private area (`/dev/shm`, `/tmp`, ...).
+        area: PathBuf,
+    },
     /// Looking for existing glob matches took too many entries.
     #[error(
         "glob '{glob}' would need more than {limit} directory entries examined to find its existing matches; narrow it (e.g. 'src/**/.env' instead of '**/.env')"

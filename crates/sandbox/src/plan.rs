@@ -915,8 +915,8 @@ impl MountPlan {
         Ok(())
     }
 
-    /// Whether `dir` exists inside the sandbox as a usable directory: beneath a bind or private mount and
-    /// not beneath a mask, or on the way to one.
+    /// Whether `dir` exists inside the sandbox as a usable directory: beneath a bind (or at a private
+    /// mount) and not beneath a mask, or on the way to one.
     pub fn has_directory(&self, dir: &Path) -> bool {
         let mut best: Option<&PlannedMount> = None;
         for m in &self.mounts {
@@ -926,22 +926,31 @@ impl MountPlan {
                 best = Some(m);
             }
         }
-        let beneath_grant = matches!(
-            best.map(|m| &m.op),
-            Some(
-                MountOp::Bind { dir: true, .. }
-                    | MountOp::Overlay
-                    | MountOp::PrivateTmpfs { .. }
-                    | MountOp::Proc
-                    | MountOp::Dev
-            )
-        );
+        let beneath_grant = match best.map(|m| (&m.op, m.path == dir)) {
+            Some((MountOp::Bind { dir: true, .. } | MountOp::Overlay | MountOp::Proc, _)) => true,
+            // A private area starts empty (or, `/dev`, with the standard devices only): the host's
+            // directories beneath it are not there.
+            Some((MountOp::PrivateTmpfs { .. } | MountOp::Dev, at_mount)) => at_mount,
+            _ => false,
+        };
         let on_the_way = self.mounts.iter().any(|m| {
             m.path.starts_with(dir)
                 && m.path != dir
                 && !matches!(m.op, MountOp::Stub { .. } | MountOp::Symlink { .. })
         });
         beneath_grant || on_the_way
+    }
+
+    /// The run's private area (`/dev/shm`, `/dev`, a private `/tmp`, the temp dir) that `dir` lies beneath,
+    /// when no grant inside brings the host's `dir` there: the directory inside is not the host's.
+    pub fn private_area_hiding(&self, dir: &Path) -> Option<&Path> {
+        let best = self
+            .mounts
+            .iter()
+            .filter(|m| dir.starts_with(&m.path))
+            .max_by_key(|m| m.path.as_os_str().len())?;
+        (matches!(best.op, MountOp::PrivateTmpfs { .. } | MountOp::Dev) && best.path != dir)
+            .then_some(best.path.as_path())
     }
 }
 

@@ -425,6 +425,12 @@ impl SandboxBuilder {
         };
         // The working directory must exist inside: granted, or a directory on the way to something granted
         // (e.g. the project root of a policy that grants only `src/**/*.ts`).
+        if let Some(area) = plan.private_area_hiding(cwd_c.as_path()) {
+            return Err(SandboxError::CwdInPrivateArea {
+                cwd: cwd.clone(),
+                area: area.to_path_buf(),
+            });
+        }
         if !plan.has_directory(cwd_c.as_path()) {
             let decision = policy.decide(&cwd_c, Access::Read);
             let reason = policy

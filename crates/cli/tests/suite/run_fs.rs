@@ -247,6 +247,31 @@ fn tmp_and_var_tmp_are_private_to_the_run() {
     assert!(!std::path::Path::new(&format!("/var/tmp/y-{marker}")).exists());
 }
 
+/// A project in `/dev/shm`, which every run gets fresh and empty: the run is refused at start with the
+/// reason and what to do, where it used to fail setting up ("working directory: No such file or
+/// directory") while `explain` allowed the project.
+#[test]
+fn a_project_in_a_private_area_is_refused_with_the_reason() {
+    if !landlock_ready() || !std::path::Path::new("/dev/shm").is_dir() {
+        return;
+    }
+    let dir = std::path::PathBuf::from(format!("/dev/shm/stockade-project-{}", unique_marker()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let out = std::process::Command::new(bin())
+        .args(["run", "--", "true"])
+        .current_dir(&dir)
+        .env("HOME", "/root")
+        .output()
+        .unwrap();
+    let _ = std::fs::remove_dir(&dir);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(125), "{stderr}");
+    assert!(
+        stderr.contains("lies in '/dev/shm', which each run gets fresh and empty"),
+        "{stderr}"
+    );
+}
+
 /// A thread rewrites the path between the mediator's look at it and the kernel's: an ordinary name (in a
 /// directory where the kernel creates names itself, or in the root, which the mediator makes before
 /// letting the open proceed) and `.mcp.json` (in the project root, where only the mediator may create).
