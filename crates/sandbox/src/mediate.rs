@@ -6,7 +6,9 @@
 //! kernel and is handed here (see `seccomp.rs`). A creation in a directory where Landlock lets the program
 //! create any name (no name-based rule applies there) proceeds in the kernel
 //! (`SECCOMP_USER_NOTIF_FLAG_CONTINUE`): whatever the path says by then, Landlock decides as the policy
-//! does. Every other one is checked and performed here. The mediator reads the call's arguments from the caller's memory,
+//! does. Landlock's rules are on directories, not names, so that road is taken only while the path still
+//! names the directory it named at the start; one removed and made again during the run is another
+//! directory, without a rule, whose names are made here. Every other one is checked and performed here. The mediator reads the call's arguments from the caller's memory,
 //! resolves the path as the caller would, asks the policy, and then **performs the call itself** on the
 //! directory it resolved, handing an opened file back with `SECCOMP_IOCTL_NOTIF_ADDFD`. The caller's
 //! memory is read once and never trusted again, so there is no window between the check and the use
@@ -193,12 +195,25 @@ fn mediator_main(sock: RawFd, config: &MediatorConfig, report_w: RawFd) -> std::
                 0,
             )
             .ok()?;
-            Some((r.clone(), fd))
+            let id = sys::fstat_identity(fd.as_raw_fd())?;
+            Some(HeldDir {
+                path: r.clone(),
+                fd,
+                id,
+            })
         })
+        .collect();
+    // Landlock's rules were attached to these directories (inodes, not names) just before the program
+    // sent the listener; a directory removed and made again by that name during the run has none.
+    let create_dirs = config
+        .create_dirs
+        .iter()
+        .filter_map(|d| Some((d.clone(), identity(d)?)))
         .collect();
     let mut m = Mediator {
         config,
         roots,
+        create_dirs,
         umasks: std::collections::HashMap::new(),
         workers: Workers::default(),
         findings: Findings::default(),
@@ -280,7 +295,9 @@ const CALLS: &[&str] = &[
 struct Mediator<'a> {
     config: &'a MediatorConfig,
     /// [`MediatorConfig::writable_roots`], open (inside the sandbox's mount namespace).
-    roots: Vec<(PathBuf, OwnedFd)>,
+    roots: Vec<HeldDir>,
+    /// [`MediatorConfig::create_dirs`], each with the directory it named when the run started.
+    create_dirs: Vec<(PathBuf, (u64, u64))>,
     /// Each thread's umask, read once from `/proc/<tid>/status` (the costliest read of a mediated
     /// creation). Every `umask` call in the sandbox stops at the filter and empties it; a thread started
     /// since inherits its parent's umask and is read anew. (A thread id reused after the kernel's pid
@@ -292,6 +309,29 @@ struct Mediator<'a> {
     findings: Findings,
     /// The host's `/proc`, opened before joining the sandbox's mount namespace.
     proc: OwnedFd,
+}
+
+/// A directory the mediator holds open, by the path it had and its (device, inode) then.
+struct HeldDir {
+    path: PathBuf,
+    fd: OwnedFd,
+    id: (u64, u64),
+}
+
+impl HeldDir {
+    /// Whether its path still names it: a writable tree removed (or renamed away) and made again during
+    /// the run is another directory, which creations by that path must not reach through this one.
+    fn still_at_its_path(&self) -> bool {
+        identity(&self.path) == Some(self.id)
+    }
+}
+
+/// The (device, inode) a path names now, not following a final symlink.
+fn identity(path: &Path) -> Option<(u64, u64)> {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::symlink_metadata(path)
+        .ok()
+        .map(|m| (m.dev(), m.ino()))
 }
 
 /// A result for the caller: a value, an errno, or a descriptor to install.
@@ -482,7 +522,11 @@ impl Mediator<'_> {
         if dir == Path::new("/dev") && DEVICES_OPENED_FOR_WRITING.contains(&name) {
             return true;
         }
-        self.config.create_dirs.iter().any(|d| dir.starts_with(d))
+        // Landlock's rule is on the directory that had the name at the start: one removed and made again
+        // since (`rm -rf out && mkdir out`) has no rule of its own, and the kernel would refuse.
+        self.create_dirs
+            .iter()
+            .any(|(d, id)| dir.starts_with(d) && identity(d) == Some(*id))
     }
 
     /// The directory and final name a path names as written (joined to the caller's working directory
@@ -521,11 +565,12 @@ impl Mediator<'_> {
     /// policy's decision for that path is the decision for what is made. `None` sends the call down the
     /// general road (a symlink or a mount on the way, a refusal to explain, anything unusual).
     fn direct(&mut self, call: &Call, dir: &Path, name: &[u8], what: Direct) -> Option<Answer> {
-        let (root, root_fd) = self
+        let held = self
             .roots
             .iter()
-            .filter(|(r, _)| dir.starts_with(r))
-            .max_by_key(|(r, _)| r.as_os_str().len())?;
+            .filter(|r| dir.starts_with(&r.path) && r.still_at_its_path())
+            .max_by_key(|r| r.path.as_os_str().len())?;
+        let (root, root_fd) = (&held.path, &held.fd);
         let target = dir.join(OsStr::from_bytes(name));
         if !self.allows(&target, Access::Write) {
             return None;

@@ -961,13 +961,22 @@ pub(crate) fn openat2_exact(
     Ok(unsafe { std::os::fd::OwnedFd::from_raw_fd(fd as RawFd) })
 }
 
-/// The file type (`S_IFMT` bits) of an open descriptor.
-pub(crate) fn fstat_kind(fd: RawFd) -> io::Result<u32> {
+fn fstat(fd: RawFd) -> io::Result<libc::stat> {
     // SAFETY: `st` is plain data filled by the kernel.
     let mut st: libc::stat = unsafe { std::mem::zeroed() };
     // SAFETY: an empty NUL-terminated name with AT_EMPTY_PATH names `fd` itself.
     check(unsafe { libc::fstatat(fd, c"".as_ptr(), &mut st, libc::AT_EMPTY_PATH) })?;
-    Ok(st.st_mode & libc::S_IFMT)
+    Ok(st)
+}
+
+/// The file type (`S_IFMT` bits) of an open descriptor.
+pub(crate) fn fstat_kind(fd: RawFd) -> io::Result<u32> {
+    Ok(fstat(fd)?.st_mode & libc::S_IFMT)
+}
+
+/// The (device, inode) of an open descriptor.
+pub(crate) fn fstat_identity(fd: RawFd) -> Option<(u64, u64)> {
+    fstat(fd).ok().map(|st| (st.st_dev, st.st_ino))
 }
 
 /// Whether `fd` lies on a procfs.
