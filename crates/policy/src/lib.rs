@@ -76,7 +76,7 @@ pub use net::{
 pub use path::{AbsPath, CanonicalPath, PathResolver};
 pub use resolve::{
     HookRules, Limits, LimitsOverride, PolicyBuilder, ResolvedEnv, ResolvedPolicy, ToolDecision,
-    ToolRules, is_literal_path, wildcard_match,
+    ToolRules, is_glob_component, is_literal_path, wildcard_match,
 };
 pub use scope::{
     Access, GlobTarget, Level, PathTarget, RuleId, RuleSource, Scope, ScopeKind, ScopeTarget,

@@ -517,6 +517,50 @@ fn is_glob(text: &str) -> bool {
     text.contains(['*', '?', '[', '{'])
 }
 
+/// The characters a glob gives a meaning to, which a literal put into a pattern escapes.
+const GLOB_SPECIAL: [char; 7] = ['*', '?', '[', ']', '{', '}', '\\'];
+
+/// `text` with its glob characters escaped: in a pattern it matches exactly itself.
+fn escape_glob(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        if GLOB_SPECIAL.contains(&c) {
+            out.push('\\');
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// Whether one component of a pattern matches more than its own text: a glob character that is not
+/// escaped.
+pub fn is_glob_component(part: &str) -> bool {
+    let mut chars = part.chars();
+    while let Some(c) = chars.next() {
+        match c {
+            '\\' => {
+                chars.next();
+            }
+            '*' | '?' | '[' | '{' => return true,
+            _ => {}
+        }
+    }
+    false
+}
+
+/// A literal component of a pattern as the name it matches (escapes dropped).
+fn unescape_glob(part: &str) -> String {
+    let mut out = String::with_capacity(part.len());
+    let mut chars = part.chars();
+    while let Some(c) = chars.next() {
+        match c {
+            '\\' => out.extend(chars.next()),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
 /// Whether a policy written by stockade itself can name this path as it is: no `${` (a variable) and no
 /// glob character, closing brackets included (so nothing is read as a pattern however it is quoted).
 pub fn is_literal_path(text: &str) -> bool {
@@ -541,6 +585,11 @@ fn make_scope(
     let expanded = vars
         .expand(written)
         .map_err(|m| PolicyError::invalid(&source, m, "fix the path"))?;
+    // A glob is what the policy's own text makes one; a variable's value (a project in `p[1]`, an
+    // agent id) is always literal.
+    let outside_variables = vars
+        .expand_with(written, |_| String::new())
+        .map_err(|m| PolicyError::invalid(&source, m, "fix the path"))?;
     if expanded.contains('\0') {
         return Err(PolicyError::invalid(
             &source,
@@ -548,7 +597,10 @@ fn make_scope(
             "remove it",
         ));
     }
-    let target = if is_glob(&expanded) {
+    let target = if is_glob(&outside_variables) {
+        let expanded = vars
+            .expand_with(written, escape_glob)
+            .map_err(|m| PolicyError::invalid(&source, m, "fix the path"))?;
         if matches!(kind, ScopeKind::Runtime | ScopeKind::Cache) {
             return Err(PolicyError::invalid(
                 &source,
@@ -566,7 +618,11 @@ fn make_scope(
         let pattern = if expanded.starts_with('/') {
             expanded.clone()
         } else {
-            format!("{}/{}", base.display(), expanded.trim_start_matches("./"))
+            format!(
+                "{}/{}",
+                escape_glob(&base.to_string_lossy()),
+                expanded.trim_start_matches("./")
+            )
         };
         let pattern = pattern.trim_end_matches('/').to_string();
         let glob = GlobBuilder::new(&pattern)
@@ -582,10 +638,10 @@ fn make_scope(
             })?;
         let mut prefix = PathBuf::from("/");
         for part in pattern.split('/').filter(|c| !c.is_empty()) {
-            if is_glob(part) {
+            if is_glob_component(part) {
                 break;
             }
-            prefix.push(part);
+            prefix.push(unescape_glob(part));
         }
         // The prefix may run into the last literal component (a file): walks start at its parent then.
         let matcher = match crate::scope::OneNameGlob::parse(&pattern) {

@@ -146,6 +146,34 @@ fn explicit_path_deny_blocks_glob_grants() {
     levels!(fx, policy, { "d/a.txt" => None, "a.txt" => Read });
 }
 
+/// A variable's value is literal wherever it is used: a project in `p[1]*{a,b}?` is that directory, both as
+/// a path and inside a glob (relative globs are built on it too), and never matches its siblings (`p1x`).
+#[test]
+fn glob_characters_in_a_variable_are_literal() {
+    let fx = Fixture::new();
+    let project = fx.root.join("p[1]*{a,b}?\\");
+    for d in ["p[1]*{a,b}?\\/src", "p1x/src", "pa/src"] {
+        fx.mkdir(d);
+    }
+    let mut vars = fx.vars();
+    vars.set_path("CWD", &project);
+    let policy = PolicyBuilder::new(vars)
+        .policy_text(
+            "[profile.p]\nbase = \"${CWD}\"\nfs.write = [\"${CWD}\"]\n\
+             fs.read-only = [\"src/*.rs\", \"${CWD}/**/*.toml\"]\n",
+            fx.root.join("policy.toml"),
+        )
+        .build()
+        .unwrap();
+    levels!(fx, policy, {
+        "p[1]*{a,b}?\\/src/new.txt" => Write,
+        "p[1]*{a,b}?\\/src/main.rs" => Read,
+        "p[1]*{a,b}?\\/src/Cargo.toml" => Read,
+        "p1x/src/main.rs" => None,
+        "pa/src/x" => None,
+    });
+}
+
 #[test]
 fn whole_component_matching() {
     let fx = Fixture::new();

@@ -51,8 +51,19 @@ impl Variables {
     ///
     /// `$$` is not special; a lone `$` not followed by `{` is kept as written.
     pub fn expand(&self, text: &str) -> Result<String, String> {
+        self.expand_with(text, str::to_string)
+    }
+
+    /// Expands as [`Variables::expand`] does, putting each value (and the home a leading `~` stands
+    /// for) through `value` first: a glob is built with its values escaped, so a directory named
+    /// `p[1]` stays that directory.
+    pub fn expand_with(
+        &self,
+        text: &str,
+        value: impl Fn(&str) -> String,
+    ) -> Result<String, String> {
         let text = if text == "~" || text.starts_with("~/") {
-            let home = self.lookup("HOME")?;
+            let home = value(&self.lookup("HOME")?);
             format!("{home}{}", text.get(1..).unwrap_or(""))
         } else {
             text.to_string()
@@ -66,7 +77,7 @@ impl Variables {
                 return Err(format!("unclosed '${{' in '{text}'; write ${{NAME}}"));
             };
             let name = after.get(..end).unwrap_or("");
-            out.push_str(&self.lookup(name)?);
+            out.push_str(&value(&self.lookup(name)?));
             rest = after.get(end + 1..).unwrap_or("");
         }
         out.push_str(rest);

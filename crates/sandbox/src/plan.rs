@@ -964,7 +964,7 @@ fn glob_walk_depth(pattern: &str) -> usize {
     let parts: Vec<&str> = pattern.split('/').filter(|c| !c.is_empty()).collect();
     let literal = parts
         .iter()
-        .take_while(|c| !c.contains(['*', '?', '[', '{']))
+        .take_while(|c| !stockade_policy::is_glob_component(c))
         .count();
     parts.len().saturating_sub(literal).max(1)
 }

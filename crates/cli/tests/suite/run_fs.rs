@@ -465,3 +465,22 @@ both_users! {
         assert!(!exists(&d.work().join("dist.old/g")));
     }
 }
+
+both_users! {
+    /// A project whose directory's name has glob characters (`p[1]*{a,b}`) is that directory: the
+    /// built-in profile's `${CWD}` grants it, its protected names hold, and a sibling the name would
+    /// match as a pattern (`p1x`) stays out of reach. It used to be read as a pattern that matched
+    /// nothing, and every run there was refused.
+    fn a_project_named_like_a_glob_is_granted_as_written(d) {
+        d.write("work/p[1]*{a,b}/src/a.txt", "a\n").write("work/p1x/secret.txt", "s\n");
+        let project = d.path("work/p[1]*{a,b}");
+        let project = project.to_str().unwrap();
+        d.stockade(["run", "--project", project, "--cwd", project, "--", "sh", "-c",
+                    "cat src/a.txt && echo b > src/b.txt && cat src/b.txt; \
+                     echo {} > .mcp.json || echo refused; cat ../p1x/secret.txt || echo hidden"])
+            .run()
+            .stdout_has("a\nb\nrefused\nhidden\n");
+        assert_eq!(d.read("work/p[1]*{a,b}/src/b.txt").as_deref(), Some("b\n"));
+        assert!(!exists(&d.path("work/p[1]*{a,b}/.mcp.json")));
+    }
+}
