@@ -138,6 +138,8 @@ fs.read = [".git"]
 fs.read-only = [
   ".git/config", ".git/config.worktree", ".git/commondir", ".git/hooks/", ".git/info/",
   ".git/modules/", ".claude/", ".mcp.json", ".vscode/", ".idea/", ".envrc",
+  # What git hook managers run on the user's next commit (pre-commit, lefthook).
+  ".pre-commit-config.yaml", "lefthook.yml", ".lefthook.yml", "lefthook-local.yml",
   "~/.bashrc", "~/.bash_profile", "~/.bash_login", "~/.profile", "~/.bash_logout", "~/.zshrc",
   "~/.zshenv", "~/.zprofile", "~/.zlogin", "~/.config/fish/",
 ]
@@ -183,7 +185,8 @@ fs.read = [".git"]
 # config.worktree); the rest is as in workspace-write.
 fs.read-only = [
   "${WORKTREE}/.git", "${WORKTREE}/.claude/", "${WORKTREE}/.mcp.json", "${WORKTREE}/.vscode/",
-  "${WORKTREE}/.idea/", "${WORKTREE}/.envrc",
+  "${WORKTREE}/.idea/", "${WORKTREE}/.envrc", "${WORKTREE}/.pre-commit-config.yaml",
+  "${WORKTREE}/lefthook.yml", "${WORKTREE}/.lefthook.yml", "${WORKTREE}/lefthook-local.yml",
   "${WORKTREE_GITDIR}/commondir", "${WORKTREE_GITDIR}/gitdir", "${WORKTREE_GITDIR}/config.worktree",
   "${WORKTREE_GITDIR}/hooks/", "${WORKTREE_GITDIR}/info/",
 ]

@@ -79,6 +79,8 @@ try rename-onto 'echo {} > m && mv m .mcp.json'
 try hardlink 'echo {} > h && ln h .envrc'
 try symlink 'ln -s /tmp/evil .mcp.json'
 try idea 'mkdir .idea'
+try pre-commit 'echo "repos: []" > .pre-commit-config.yaml'
+try lefthook 'echo "pre-commit: {}" > lefthook.yml'
 echo ok > .git/COMMIT_EDITMSG && echo wrote-git-state
 "#;
 
@@ -104,9 +106,10 @@ both_users! {
         d.chown_all();
         let out = d.stockade(["run", "--json", "--", "sh", "-c", &format!("{TRY}{FILES_RUN_LATER}")]).run();
         out.ok().stdout_lacks("ESCAPED").stdout_has("wrote-git-state");
-        assert_eq!(out.stdout.matches("held").count(), 19, "{}", out.stdout);
+        assert_eq!(out.stdout.matches("held").count(), 21, "{}", out.stdout);
         for planted in [".git/hooks/pre-commit", ".git/commondir", ".git/config.worktree", ".mcp.json", ".envrc",
-                        ".claude", ".vscode", ".idea", ".git-old", ".husky/post-checkout"] {
+                        ".claude", ".vscode", ".idea", ".git-old", ".husky/post-checkout",
+                        ".pre-commit-config.yaml", "lefthook.yml"] {
             assert!(!exists(&d.path(&format!("work/{planted}"))), "{planted} exists");
         }
         assert_eq!(d.read("work/.husky/pre-commit").as_deref(), Some("ok\n"));
