@@ -560,6 +560,15 @@ pub(crate) struct PolicyArgs {
     /// this value into the command it installs.
     #[arg(long, value_name = "DIR")]
     pub(crate) worktree_gitdir: Option<PathBuf>,
+    /// ${GIT_DIR}: the project's git dir, when it is a linked worktree (default, for `run` and `install`
+    /// only: read from CWD/.git at start; otherwise CWD/.git). `install` pins it
+    #[arg(long, value_name = "DIR")]
+    pub(crate) git_dir: Option<PathBuf>,
+    /// ${GIT_COMMON_DIR}: the repository's .git, when the project is a linked worktree (default, for `run`
+    /// and `install` only: read from the git dir's `commondir` at start; otherwise CWD/.git). `install`
+    /// pins it
+    #[arg(long, value_name = "DIR")]
+    pub(crate) git_common_dir: Option<PathBuf>,
     /// ${HOME} (default: $HOME). `install` pins it, so no later environment changes a decision.
     #[arg(long, value_name = "DIR")]
     pub(crate) home: Option<PathBuf>,

@@ -56,6 +56,24 @@ pub(crate) fn variables(
     if let Some(r) = repo_root {
         vars.set_path("REPO_ROOT", r);
     }
+    // A project that is a linked worktree keeps git's state in its own git dir and in the repository's
+    // .git (`${GIT_DIR}`, `${GIT_COMMON_DIR}`; both `${CWD}/.git` otherwise).
+    let read = (may_read_agent_files && !args.pinned && args.worktree.is_none())
+        .then(|| linked_worktree_dirs(&cwd))
+        .flatten();
+    // Canonical, as the read ones are: globs are built on them.
+    let pinned_dir = |g: &PathBuf| {
+        let dir = absolute(&cwd, g);
+        dir.canonicalize().unwrap_or(dir)
+    };
+    let git_dir = args.git_dir.as_ref().map(pinned_dir);
+    let git_common_dir = args.git_common_dir.as_ref().map(pinned_dir);
+    if let Some(dir) = git_dir.or_else(|| read.as_ref().map(|r| r.0.clone())) {
+        vars.set_path("GIT_DIR", dir);
+    }
+    if let Some(dir) = git_common_dir.or_else(|| read.map(|r| r.1)) {
+        vars.set_path("GIT_COMMON_DIR", dir);
+    }
     if may_read_agent_files && !args.pinned {
         let project = vars
             .get("WORKTREE")
@@ -134,6 +152,17 @@ fn config_value(text: &str, section: &str, key: &str) -> Option<String> {
         }
     }
     found
+}
+
+/// The git dir and the common dir of `project` when it is a linked worktree (its `.git` a file naming a
+/// git dir that has a `commondir`), both canonical.
+fn linked_worktree_dirs(project: &Path) -> Option<(PathBuf, PathBuf)> {
+    let git_dir = read_gitdir(project).ok().flatten()?.canonicalize().ok()?;
+    let common = std::fs::read_to_string(git_dir.join("commondir")).ok()?;
+    let common = absolute(&git_dir, Path::new(common.trim()))
+        .canonicalize()
+        .ok()?;
+    Some((git_dir, common))
 }
 
 /// A linked worktree's `.git` is a file naming its git dir inside the main repository
@@ -233,6 +262,8 @@ pub(crate) fn flags_for_shell(args: &PolicyArgs, vars: &Variables, base: &Path) 
         ("--repo-root", "REPO_ROOT"),
         ("--worktree", "WORKTREE"),
         ("--worktree-gitdir", "WORKTREE_GITDIR"),
+        ("--git-dir", "GIT_DIR"),
+        ("--git-common-dir", "GIT_COMMON_DIR"),
     ] {
         if let Some(v) = vars.get(var) {
             flag(name, v.to_string());

@@ -123,21 +123,30 @@ fs.read = [
 # outcome lists it.
 [profile.workspace-write]
 extends = "system"
+# ${GIT_DIR} and ${GIT_COMMON_DIR} are the project's .git, or in a linked worktree its own git dir and the
+# repository's .git (read at start).
 fs.write = [
   "${CWD}",
-  ".git/objects", ".git/refs", ".git/logs", ".git/index", ".git/index.lock", ".git/HEAD",
-  ".git/HEAD.lock", ".git/ORIG_HEAD", ".git/ORIG_HEAD.lock", ".git/FETCH_HEAD", ".git/COMMIT_EDITMSG",
-  ".git/packed-refs", ".git/packed-refs.lock", ".git/AUTO_MERGE", ".git/AUTO_MERGE.lock",
-  ".git/MERGE_HEAD", ".git/MERGE_MSG", ".git/MERGE_MODE", ".git/gc.pid", ".git/gc.log",
+  # Shared by every worktree of the repository.
+  "${GIT_COMMON_DIR}/objects", "${GIT_COMMON_DIR}/refs", "${GIT_COMMON_DIR}/logs",
+  "${GIT_COMMON_DIR}/packed-refs", "${GIT_COMMON_DIR}/packed-refs.lock", "${GIT_COMMON_DIR}/gc.pid",
+  "${GIT_COMMON_DIR}/gc.log",
+  # The worktree's own.
+  "${GIT_DIR}/logs", "${GIT_DIR}/index", "${GIT_DIR}/index.lock", "${GIT_DIR}/HEAD",
+  "${GIT_DIR}/HEAD.lock", "${GIT_DIR}/ORIG_HEAD", "${GIT_DIR}/ORIG_HEAD.lock", "${GIT_DIR}/FETCH_HEAD",
+  "${GIT_DIR}/COMMIT_EDITMSG", "${GIT_DIR}/AUTO_MERGE", "${GIT_DIR}/AUTO_MERGE.lock",
+  "${GIT_DIR}/MERGE_HEAD", "${GIT_DIR}/MERGE_MSG", "${GIT_DIR}/MERGE_MODE",
   # Temporary indexes: `git stash`'s, and `git commit <paths>`'s.
-  ".git/index.stash.*", ".git/next-index-*.lock",
+  "${GIT_DIR}/index.stash.*", "${GIT_DIR}/next-index-*.lock",
 ]
 # .git is readable with exactly git's own state writable (a deeper scope or a glob may add more); what
-# decides what git runs is read-only, which no glob can lift.
-fs.read = [".git"]
+# decides what git runs is read-only, which no glob can lift. (In a linked worktree `.git` is the file
+# naming its git dir.)
+fs.read = [".git", "${GIT_DIR}", "${GIT_COMMON_DIR}"]
 fs.read-only = [
-  ".git/config", ".git/config.worktree", ".git/commondir", ".git/hooks/", ".git/info/",
-  ".git/modules/", ".claude/", ".mcp.json", ".vscode/", ".idea/", ".envrc",
+  "${GIT_COMMON_DIR}/config", "${GIT_DIR}/config.worktree", "${GIT_DIR}/commondir", "${GIT_DIR}/gitdir",
+  "${GIT_COMMON_DIR}/hooks/", "${GIT_COMMON_DIR}/info/", "${GIT_COMMON_DIR}/modules/",
+  ".claude/", ".mcp.json", ".vscode/", ".idea/", ".envrc",
   # What git hook managers run on the user's next commit (pre-commit, lefthook).
   ".pre-commit-config.yaml", "lefthook.yml", ".lefthook.yml", "lefthook-local.yml",
   "~/.bashrc", "~/.bash_profile", "~/.bash_login", "~/.profile", "~/.bash_logout", "~/.zshrc",

@@ -608,7 +608,8 @@ fn make_scope(
                 "name the directory instead (runtime is for system and toolchain trees, cache for package caches)",
             ));
         }
-        if expanded.split('/').any(|c| c == "..") {
+        // The policy's own text: a value (`--project ../p`) names a directory, whatever its spelling.
+        if outside_variables.split('/').any(|c| c == "..") {
             return Err(PolicyError::invalid(
                 &source,
                 format!("glob '{written}' contains '..'"),

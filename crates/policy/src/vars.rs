@@ -16,6 +16,10 @@ pub const KNOWN_VARIABLES: &[&str] = &[
     // The directory the project's git configuration names as `core.hooksPath`, read at start; the CLI
     // makes it read-only.
     "GIT_HOOKS_PATH",
+    // The project's git dir and the repository's common dir: both `${CWD}/.git` unless the project is a
+    // linked worktree (its `.git` a file naming `<repo>/.git/worktrees/<name>`), read at start.
+    "GIT_DIR",
+    "GIT_COMMON_DIR",
     "PRIVATE_WORKSPACE",
     "RUN_WORKSPACE",
 ];
@@ -24,6 +28,9 @@ pub const KNOWN_VARIABLES: &[&str] = &[
 #[derive(Debug, Clone, Default)]
 pub struct Variables {
     values: BTreeMap<&'static str, String>,
+    /// `${CWD}/.git`, canonical, made on first use: the default of `${GIT_DIR}` and `${GIT_COMMON_DIR}`,
+    /// which the built-in profile names two dozen times.
+    default_git_dir: std::sync::OnceLock<String>,
 }
 
 impl Variables {
@@ -32,6 +39,9 @@ impl Variables {
     pub fn set(&mut self, name: &str, value: impl Into<String>) -> &mut Self {
         if let Some(known) = KNOWN_VARIABLES.iter().find(|k| **k == name) {
             self.values.insert(known, value.into());
+            if *known == "CWD" {
+                self.default_git_dir = std::sync::OnceLock::new();
+            }
         }
         self
     }
@@ -94,6 +104,20 @@ impl Variables {
                     .collect::<Vec<_>>()
                     .join(", ")
             ));
+        }
+        if let Some(value) = self.values.get(name) {
+            return Ok(value.clone());
+        }
+        if matches!(name, "GIT_DIR" | "GIT_COMMON_DIR")
+            && let Some(cwd) = self.values.get("CWD")
+        {
+            // Canonical where it can be (`--project ../p`): globs are built on it.
+            let dir = self.default_git_dir.get_or_init(|| {
+                let cwd = std::fs::canonicalize(cwd)
+                    .map_or_else(|_| cwd.clone(), |c| c.to_string_lossy().into_owned());
+                format!("{}/.git", cwd.trim_end_matches('/'))
+            });
+            return Ok(dir.clone());
         }
         self.values.get(name).cloned().ok_or_else(|| {
             let how = match name {

@@ -956,3 +956,66 @@ fn defer_and_sandboxed_bash() {
         assert!(rewritten(command).contains("bash --norc"), "{command}");
     }
 }
+
+/// In a linked worktree, `install` pins the worktree's git dir and the repository's common dir (the hook
+/// never reads the `.git` file, which the agent can write), and the hook's sandboxed Bash commits there.
+#[test]
+fn the_hook_commits_in_a_linked_worktree() {
+    if !landlock_ready() {
+        return;
+    }
+    let d = TestDir::new(Who::Root);
+    d.mkdir("repo");
+    let setup = "git init -q -b main && git config user.name a && git config user.email a@b && \
+                 echo one > f && git add f && git commit -qm first && git worktree add -q ../work -b wt";
+    let st = std::process::Command::new("sh")
+        .args(["-c", setup])
+        .current_dir(d.path("repo"))
+        .env("GIT_CONFIG_GLOBAL", "/dev/null")
+        .status()
+        .unwrap();
+    assert!(st.success());
+    let git_dir = d.path("repo/.git/worktrees/work");
+    let common = d.path("repo/.git");
+    d.write(
+        "p.toml",
+        "[profile.p]\nextends = \"workspace-write\"\nhook.bash = \"sandbox\"\n",
+    );
+    let policy = d.path("p.toml");
+    d.stockade(["install", "claude", "--policy", policy.to_str().unwrap()])
+        .run()
+        .ok();
+    let settings = d.read("work/.claude/settings.json").unwrap();
+    assert!(
+        settings.contains(&format!("--git-dir '{}'", git_dir.display()))
+            && settings.contains(&format!("--git-common-dir '{}'", common.display())),
+        "{settings}"
+    );
+    let json = serde_json::json!({"cwd": d.work(), "hook_event_name": "PreToolUse", "tool_name": "Bash",
+                                  "tool_input": {"command": "echo two >> f && git commit -qam second && git log --oneline | wc -l"}});
+    let out = d
+        .stockade([
+            "hook",
+            "claude",
+            "--policy",
+            policy.to_str().unwrap(),
+            "--git-dir",
+            git_dir.to_str().unwrap(),
+            "--git-common-dir",
+            common.to_str().unwrap(),
+        ])
+        .run_with_stdin(&json.to_string());
+    let v: serde_json::Value = serde_json::from_str(out.stdout.trim()).unwrap();
+    let command = v["hookSpecificOutput"]["updatedInput"]["command"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let o = std::process::Command::new("sh")
+        .arg("-c")
+        .arg(&command)
+        .current_dir(d.work())
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{o:?}");
+    assert_eq!(String::from_utf8_lossy(&o.stdout).trim(), "2", "{o:?}");
+}

@@ -24,6 +24,34 @@ both_users! {
 }
 
 both_users! {
+    /// The same in a linked worktree (`git worktree add`), whose git state lives in its own git dir
+    /// (`<repo>/.git/worktrees/<name>`) and in the repository's `.git`: both are read at start, git's
+    /// own state in them is writable, and what decides what git runs (the repository's configuration and
+    /// hooks, the worktree's `.git` file and `commondir`) is not. Outside the worktree nothing of the
+    /// repository is reachable.
+    fn git_in_a_linked_worktree(d) {
+        d.mkdir("repo");
+        let setup = "git init -q -b main && git config user.name a && git config user.email a@b && \
+                     echo one > f && git add f && git commit -qm first && git worktree add -q ../work -b wt";
+        let st = std::process::Command::new("sh").args(["-c", setup]).current_dir(d.path("repo"))
+            .env("GIT_CONFIG_GLOBAL", "/dev/null").env("GIT_CONFIG_COUNT", "1")
+            .env("GIT_CONFIG_KEY_0", "safe.directory").env("GIT_CONFIG_VALUE_0", "*").status().unwrap();
+        assert!(st.success());
+        d.chown_all();
+        d.sh(&[], "echo two >> f && git commit -qam second && git checkout -qb feature && echo three >> f && \
+                   git stash -q && git stash pop -q && git commit -q -m third f && git log --oneline | wc -l; \
+                   echo x >> ../repo/.git/config || echo held-config; \
+                   echo 'gitdir: /tmp/elsewhere' > .git || echo held-dotgit; \
+                   echo x > ../repo/.git/worktrees/work/commondir || echo held-commondir; \
+                   echo x > ../repo/.git/hooks/post-checkout || echo held-hooks; \
+                   cat ../repo/f || echo held-repo")
+            .ok()
+            .stdout_has("3\nheld-config\nheld-dotgit\nheld-commondir\nheld-hooks\nheld-repo\n");
+        assert!(!exists(&d.path("repo/.git/hooks/post-checkout")));
+    }
+}
+
+both_users! {
     fn gcc_compile_and_run(d) {
         d.write("work/hello.c", "#include <stdio.h>\nint main(void){puts(\"compiled\");return 0;}\n");
         d.sh(&[], "gcc -o hello hello.c && ./hello").ok().stdout_has("compiled");
