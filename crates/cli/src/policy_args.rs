@@ -57,9 +57,10 @@ pub(crate) fn variables(
         vars.set_path("REPO_ROOT", r);
     }
     // A project that is a linked worktree keeps git's state in its own git dir and in the repository's
-    // .git (`${GIT_DIR}`, `${GIT_COMMON_DIR}`; both `${CWD}/.git` otherwise).
+    // .git, a submodule's checkout in the superproject's `.git/modules/<name>` (`${GIT_DIR}`,
+    // `${GIT_COMMON_DIR}`; both `${CWD}/.git` otherwise).
     let read = (may_read_agent_files && !args.pinned && args.worktree.is_none())
-        .then(|| linked_worktree_dirs(&cwd))
+        .then(|| git_dirs_named_by_file(&cwd))
         .flatten();
     // Canonical, as the read ones are: globs are built on them.
     let pinned_dir = |g: &PathBuf| {
@@ -93,18 +94,12 @@ pub(crate) fn variables(
 fn git_hooks_path(project: &Path, home: &Path) -> Option<PathBuf> {
     let top = project.ancestors().find(|d| d.join(".git").exists())?;
     let dot_git = top.join(".git");
-    let git_dir = if dot_git.is_dir() {
-        dot_git
-    } else {
-        read_gitdir(top).ok().flatten()?
-    };
     // A linked worktree's git dir names the repository's common dir, where `config` lives.
-    let common = std::fs::read_to_string(git_dir.join("commondir"))
-        .ok()
-        .map_or_else(
-            || git_dir.clone(),
-            |c| absolute(&git_dir, Path::new(c.trim())),
-        );
+    let (git_dir, common) = if dot_git.is_dir() {
+        (dot_git.clone(), dot_git)
+    } else {
+        git_dirs_named_by_file(top)?
+    };
     let xdg = std::env::var_os("XDG_CONFIG_HOME")
         .map_or_else(|| home.join(".config"), PathBuf::from)
         .join("git/config");
@@ -154,14 +149,17 @@ fn config_value(text: &str, section: &str, key: &str) -> Option<String> {
     found
 }
 
-/// The git dir and the common dir of `project` when it is a linked worktree (its `.git` a file naming a
-/// git dir that has a `commondir`), both canonical.
-fn linked_worktree_dirs(project: &Path) -> Option<(PathBuf, PathBuf)> {
-    let git_dir = read_gitdir(project).ok().flatten()?.canonicalize().ok()?;
-    let common = std::fs::read_to_string(git_dir.join("commondir")).ok()?;
-    let common = absolute(&git_dir, Path::new(common.trim()))
-        .canonicalize()
-        .ok()?;
+/// The git dir and the common dir of a work tree whose `.git` is a file (a linked worktree, a submodule's
+/// checkout): the git dir it names, and the one that dir's `commondir` names (itself without one), both
+/// canonical.
+fn git_dirs_named_by_file(work_tree: &Path) -> Option<(PathBuf, PathBuf)> {
+    let git_dir = read_gitdir(work_tree).ok().flatten()?.canonicalize().ok()?;
+    let common = match std::fs::read_to_string(git_dir.join("commondir")) {
+        Ok(c) => absolute(&git_dir, Path::new(c.trim()))
+            .canonicalize()
+            .ok()?,
+        Err(_) => git_dir.clone(),
+    };
     Some((git_dir, common))
 }
 

@@ -52,6 +52,30 @@ both_users! {
 }
 
 both_users! {
+    /// A submodule's checkout, whose `.git` file names the superproject's `.git/modules/<name>`: git's
+    /// state there is writable, its configuration is not.
+    fn git_in_a_submodule_checkout(d) {
+        d.mkdir("lib");
+        let lib = d.path("lib");
+        let setup = format!(
+            "git -C lib init -q -b main && git -C lib -c user.name=a -c user.email=a@b commit -q --allow-empty -m lib && \
+             rmdir work && git init -q -b main && git -c protocol.file.allow=always submodule -q add {} work && \
+             git -C work config user.name a && git -C work config user.email a@b",
+            lib.display()
+        );
+        let st = std::process::Command::new("sh").args(["-c", &setup]).current_dir(d.path(""))
+            .env("GIT_CONFIG_GLOBAL", "/dev/null").env("GIT_CONFIG_COUNT", "1")
+            .env("GIT_CONFIG_KEY_0", "safe.directory").env("GIT_CONFIG_VALUE_0", "*").status().unwrap();
+        assert!(st.success());
+        d.chown_all();
+        d.sh(&[], "echo x > g && git add g && git commit -qm second && git log --oneline | wc -l; \
+                   echo x >> ../.git/modules/work/config || echo held-config")
+            .ok()
+            .stdout_has("2\nheld-config\n");
+    }
+}
+
+both_users! {
     fn gcc_compile_and_run(d) {
         d.write("work/hello.c", "#include <stdio.h>\nint main(void){puts(\"compiled\");return 0;}\n");
         d.sh(&[], "gcc -o hello hello.c && ./hello").ok().stdout_has("compiled");
