@@ -8,10 +8,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 runs=${1:-20}
 tree=${2:-}
-cargo build --release --quiet
-# .cargo/config.toml builds for the host tuple explicitly, so the artifacts are under target/<host>/.
-release=$PWD/target/$(rustc -vV | sed -n 's/^host: //p')/release
-stockade=$release/stockade
+. bench/installed.sh
 command -v rg >/dev/null || { echo "rg is not installed (apt-get install ripgrep)" >&2; exit 1; }
 if [ -z "$tree" ]; then
   tree=$PWD/target/bench-tree

@@ -9,10 +9,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 runs=${1:-300}
-cargo build --release --quiet
-# .cargo/config.toml builds for the host tuple explicitly, so the artifacts are under target/<host>/.
-release=$PWD/target/$(rustc -vV | sed -n 's/^host: //p')/release
-stockade=$release/stockade
+. bench/installed.sh
 script=$PWD/bench/hook-check-path.sh
 work=$(mktemp -d "$PWD/target/hook-bench.XXXXXX")
 trap '[ -n "${KEEP:-}" ] || rm -rf "$work"' EXIT

@@ -5,10 +5,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 runs=${1:-500}
-cargo build --release --quiet
-# .cargo/config.toml builds for the host tuple explicitly, so the artifacts are under target/<host>/.
-release=$PWD/target/$(rustc -vV | sed -n 's/^host: //p')/release
-stockade=$release/stockade
+. bench/installed.sh
 # A workspace inside the checkout, like a real project (not under /tmp, whose every entry the sandbox
 # would mirror as an inaccessible stub because the workspace's parent directories are part of its root).
 work=$(mktemp -d "$PWD/target/launch-work.XXXXXX")

@@ -8,9 +8,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 runs=${1:-10}
 hf=${HYPERFINE:-hyperfine}
-cargo build --release --quiet
-release=$PWD/target/$(rustc -vV | sed -n 's/^host: //p')/release
-stockade=$release/stockade
+. bench/installed.sh
 results=$PWD/bench/results
 mkdir -p "$results"
 # BENCH_DIR (e.g. a tmpfs) keeps the disk's own noise out: on this machine's ext4 an untar right after

@@ -10,11 +10,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 calls=${1:-10000}
 rounds=${2:-3}
-cargo build --release --quiet
+. bench/installed.sh
 cargo build --release --quiet -p stockade-mcp --example mcp_rtt
-# .cargo/config.toml builds for the host tuple explicitly, so the artifacts are under target/<host>/.
-release=$PWD/target/$(rustc -vV | sed -n 's/^host: //p')/release
-stockade=$release/stockade
 client=$release/examples/mcp_rtt
 ref=$PWD/target/mcp-reference
 if [ ! -f "$ref/node_modules/@modelcontextprotocol/server-filesystem/dist/index.js" ]; then

@@ -13,9 +13,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 setup_runs=${1:-300}
 download_runs=${2:-15}
-cargo build --release --quiet
-release=$PWD/target/$(rustc -vV | sed -n 's/^host: //p')/release
-stockade=$release/stockade
+. bench/installed.sh
 srt=${SRT:-$(command -v srt || true)}
 
 data=$(mktemp -d /dev/shm/stockade-net-bench.XXXXXX)

@@ -10,9 +10,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 runs=${1:-30}
 claude=${STOCKADE_CLAUDE:-$PWD/target/claude-code/node_modules/.bin/claude}
-cargo build --release --quiet
-release=$PWD/target/$(rustc -vV | sed -n 's/^host: //p')/release
-stockade=$release/stockade
+. bench/installed.sh
 work=$(mktemp -d "$PWD/target/quarantine-claude.XXXXXX")
 server=""
 cleanup() {

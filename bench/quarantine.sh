@@ -10,10 +10,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 runs=${1:-50}
 rounds=${2:-5}
-cargo build --release --quiet
-# .cargo/config.toml builds for the host tuple explicitly, so the artifacts are under target/<host>/.
-release=$PWD/target/$(rustc -vV | sed -n 's/^host: //p')/release
-stockade=$release/stockade
+. bench/installed.sh
 dir=$PWD/target/quarantine-bench
 rm -rf "$dir" && mkdir -p "$dir"
 for f in $(seq 1 100); do

@@ -12,9 +12,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 runs=${1:-200}
-cargo build --release --quiet
-release=$PWD/target/$(rustc -vV | sed -n 's/^host: //p')/release
-stockade=$release/stockade
+. bench/installed.sh
 hyperfine=hyperfine
 if ! hyperfine --help 2>/dev/null | grep -q -- '--input'; then
   hyperfine=$PWD/target/bench-tools/bin/hyperfine
