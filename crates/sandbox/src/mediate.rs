@@ -8,11 +8,12 @@
 //! (`SECCOMP_USER_NOTIF_FLAG_CONTINUE`): whatever the path says by then, Landlock decides as the policy
 //! does. Landlock's rules are on directories, not names, so that road is taken only while the path still
 //! names the directory it named at the start; one removed and made again during the run is another
-//! directory, without a rule, whose names are made here. Every other one is checked and performed here. The mediator reads the call's arguments from the caller's memory,
-//! resolves the path as the caller would, asks the policy, and then **performs the call itself** on the
-//! directory it resolved, handing an opened file back with `SECCOMP_IOCTL_NOTIF_ADDFD`. The caller's
-//! memory is read once and never trusted again, so there is no window between the check and the use
-//! (answering "continue" would let another thread of the caller rewrite the path after the check).
+//! directory, without a rule, whose names are made here. Every other one is checked and performed here.
+//! The mediator reads the call's arguments from the caller's memory, resolves the path as the caller
+//! would, asks the policy, and then **performs the call itself** on the directory it resolved, handing an
+//! opened file back with `SECCOMP_IOCTL_NOTIF_ADDFD`. The caller's memory is read once and never trusted
+//! again, so there is no window between the check and the use (answering "continue" would let another
+//! thread of the caller rewrite the path after the check).
 //!
 //! What the mediator is, and does with its privilege:
 //! - A process forked from the supervisor (single-threaded, as joining namespaces needs), which joins the

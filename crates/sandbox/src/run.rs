@@ -610,9 +610,10 @@ fn prepare_caches(policy: &ResolvedPolicy, warnings: &mut Vec<String>) -> Result
 }
 
 /// Creates the missing directories down to `path`: all of them when `parents_allowed` says so of the
-/// deepest existing one, otherwise only `path` itself, whose parent must exist. Each new directory is its owner's alone
-/// (0700) and, when this process is root, owned like the directory it was made in, so a home's caches
-/// stay its user's. Returns the directories made, outermost first (none if `path` cannot be made here).
+/// deepest existing one, otherwise only `path` itself, whose parent must exist. Each new directory is its
+/// owner's alone (0700) and, when this process is root, owned like the directory it was made in, so a
+/// home's caches stay its user's. Returns the directories made, outermost first (none if `path` cannot be
+/// made here).
 fn create_cache_dir(
     path: &Path,
     parents_allowed: impl Fn(&Path) -> bool,
