@@ -129,13 +129,18 @@ fs.write = [
   "${CWD}",
   # Shared by every worktree of the repository.
   "${GIT_COMMON_DIR}/objects", "${GIT_COMMON_DIR}/refs", "${GIT_COMMON_DIR}/logs",
-  "${GIT_COMMON_DIR}/packed-refs", "${GIT_COMMON_DIR}/packed-refs.lock", "${GIT_COMMON_DIR}/gc.pid",
-  "${GIT_COMMON_DIR}/gc.log",
+  "${GIT_COMMON_DIR}/packed-refs", "${GIT_COMMON_DIR}/packed-refs.lock",
+  "${GIT_COMMON_DIR}/packed-refs.new", "${GIT_COMMON_DIR}/gc.pid",
+  "${GIT_COMMON_DIR}/gc.log", "${GIT_COMMON_DIR}/gc.pid.lock", "${GIT_COMMON_DIR}/gc.log.lock",
+  "${GIT_COMMON_DIR}/shallow", "${GIT_COMMON_DIR}/shallow.lock", "${GIT_COMMON_DIR}/rr-cache",
+  "${GIT_COMMON_DIR}/lfs",
   # The worktree's own.
   "${GIT_DIR}/logs", "${GIT_DIR}/index", "${GIT_DIR}/index.lock", "${GIT_DIR}/HEAD",
-  "${GIT_DIR}/HEAD.lock", "${GIT_DIR}/ORIG_HEAD", "${GIT_DIR}/ORIG_HEAD.lock", "${GIT_DIR}/FETCH_HEAD",
-  "${GIT_DIR}/COMMIT_EDITMSG", "${GIT_DIR}/AUTO_MERGE", "${GIT_DIR}/AUTO_MERGE.lock",
-  "${GIT_DIR}/MERGE_HEAD", "${GIT_DIR}/MERGE_MSG", "${GIT_DIR}/MERGE_MODE",
+  "${GIT_DIR}/HEAD.lock", "${GIT_DIR}/COMMIT_EDITMSG", "${GIT_DIR}/AUTO_MERGE", "${GIT_DIR}/AUTO_MERGE.lock",
+  # ORIG_HEAD, FETCH_HEAD, CHERRY_PICK_HEAD, REVERT_HEAD, REBASE_HEAD, BISECT_HEAD and their locks; a
+  # merge's, a bisection's state; a rebase's, a cherry-pick's or a revert's directory.
+  "${GIT_DIR}/*_HEAD", "${GIT_DIR}/*_HEAD.lock", "${GIT_DIR}/MERGE_*", "${GIT_DIR}/BISECT_*",
+  "${GIT_DIR}/rebase-merge", "${GIT_DIR}/rebase-apply", "${GIT_DIR}/sequencer",
   # Temporary indexes: `git stash`'s, and `git commit <paths>`'s.
   "${GIT_DIR}/index.stash.*", "${GIT_DIR}/next-index-*.lock",
 ]

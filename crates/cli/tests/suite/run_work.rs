@@ -24,6 +24,31 @@ both_users! {
 }
 
 both_users! {
+    /// History work writes more of `.git`: a cherry-pick and a revert, a merge and a rebase that conflict
+    /// and are aborted, a bisection, `git gc`. All of it works; the configuration stays read-only.
+    fn git_history_operations(d) {
+        let setup = "git init -q -b main && git config user.name a && git config user.email a@b && \
+                     echo 1 > f && git add f && git commit -qm one && git checkout -qb side && \
+                     echo 2 > f && git commit -qam two && echo 3 > g && git add g && git commit -qm three && \
+                     git checkout -q main && echo x > f && git commit -qam mainx";
+        let st = std::process::Command::new("sh").args(["-c", setup]).current_dir(d.work())
+            .env("GIT_CONFIG_GLOBAL", "/dev/null").env("GIT_CONFIG_COUNT", "1")
+            .env("GIT_CONFIG_KEY_0", "safe.directory").env("GIT_CONFIG_VALUE_0", "*").status().unwrap();
+        assert!(st.success());
+        d.chown_all();
+        d.sh(&[], "git cherry-pick side >/dev/null && echo picked; \
+                   git merge side >/dev/null 2>&1 || git merge --abort && echo merge-aborted; \
+                   git rebase side >/dev/null 2>&1 || git rebase --abort && echo rebase-aborted; \
+                   git revert --no-edit HEAD >/dev/null && echo reverted; \
+                   git bisect start >/dev/null && git bisect bad HEAD >/dev/null && \
+                   git bisect good HEAD~2 >/dev/null && git bisect reset >/dev/null 2>&1 && echo bisected; \
+                   git gc -q && echo collected; git config core.x y 2>/dev/null || echo config-held")
+            .ok()
+            .stdout_has("picked\nmerge-aborted\nrebase-aborted\nreverted\nbisected\ncollected\nconfig-held\n");
+    }
+}
+
+both_users! {
     /// The same in a linked worktree (`git worktree add`), whose git state lives in its own git dir
     /// (`<repo>/.git/worktrees/<name>`) and in the repository's `.git`: both are read at start, git's
     /// own state in them is writable, and what decides what git runs (the repository's configuration and
