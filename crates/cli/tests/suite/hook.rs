@@ -968,13 +968,7 @@ fn the_hook_commits_in_a_linked_worktree() {
     d.mkdir("repo");
     let setup = "git init -q -b main && git config user.name a && git config user.email a@b && \
                  echo one > f && git add f && git commit -qm first && git worktree add -q ../work -b wt";
-    let st = std::process::Command::new("sh")
-        .args(["-c", setup])
-        .current_dir(d.path("repo"))
-        .env("GIT_CONFIG_GLOBAL", "/dev/null")
-        .status()
-        .unwrap();
-    assert!(st.success());
+    setup_repo(&d.path("repo"), setup);
     let git_dir = d.path("repo/.git/worktrees/work");
     let common = d.path("repo/.git");
     d.write(

@@ -99,10 +99,7 @@ both_users! {
             assert!(unconfined.contains("ESCAPED"), "the control must escape: {attack}\n{unconfined}");
         }
 
-        let st = std::process::Command::new("sh").args(["-c", setup]).current_dir(d.work())
-            .env("GIT_CONFIG_GLOBAL", "/dev/null").env("GIT_CONFIG_COUNT", "1")
-            .env("GIT_CONFIG_KEY_0", "safe.directory").env("GIT_CONFIG_VALUE_0", "*").status().unwrap();
-        assert!(st.success());
+        setup_repo(&d.work(), setup);
         d.chown_all();
         let out = d.stockade(["run", "--json", "--", "sh", "-c", &format!("{TRY}{FILES_RUN_LATER}")]).run();
         out.ok().stdout_lacks("ESCAPED").stdout_has("wrote-git-state");

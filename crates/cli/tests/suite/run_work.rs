@@ -10,10 +10,7 @@ both_users! {
     fn git_commit_branch_and_stash(d) {
         let setup = "git init -q -b main && git config user.name a && git config user.email a@b && \
                      echo one > f && git add f && git commit -qm first";
-        let st = std::process::Command::new("sh").args(["-c", setup]).current_dir(d.work())
-            .env("GIT_CONFIG_GLOBAL", "/dev/null").env("GIT_CONFIG_COUNT", "1")
-            .env("GIT_CONFIG_KEY_0", "safe.directory").env("GIT_CONFIG_VALUE_0", "*").status().unwrap();
-        assert!(st.success());
+        setup_repo(&d.work(), setup);
         d.chown_all();
         d.sh(&[], "echo two >> f && git commit -qam second && git checkout -qb feature && echo three >> f && \
                    git stash -q && git stash pop -q && git commit -q -m third f && git log --oneline | wc -l && \
@@ -31,10 +28,7 @@ both_users! {
                      echo 1 > f && git add f && git commit -qm one && git checkout -qb side && \
                      echo 2 > f && git commit -qam two && echo 3 > g && git add g && git commit -qm three && \
                      git checkout -q main && echo x > f && git commit -qam mainx";
-        let st = std::process::Command::new("sh").args(["-c", setup]).current_dir(d.work())
-            .env("GIT_CONFIG_GLOBAL", "/dev/null").env("GIT_CONFIG_COUNT", "1")
-            .env("GIT_CONFIG_KEY_0", "safe.directory").env("GIT_CONFIG_VALUE_0", "*").status().unwrap();
-        assert!(st.success());
+        setup_repo(&d.work(), setup);
         d.chown_all();
         d.sh(&[], "git cherry-pick side >/dev/null && echo picked; \
                    git merge side >/dev/null 2>&1 || git merge --abort && echo merge-aborted; \
@@ -58,10 +52,7 @@ both_users! {
         d.mkdir("repo");
         let setup = "git init -q -b main && git config user.name a && git config user.email a@b && \
                      echo one > f && git add f && git commit -qm first && git worktree add -q ../work -b wt";
-        let st = std::process::Command::new("sh").args(["-c", setup]).current_dir(d.path("repo"))
-            .env("GIT_CONFIG_GLOBAL", "/dev/null").env("GIT_CONFIG_COUNT", "1")
-            .env("GIT_CONFIG_KEY_0", "safe.directory").env("GIT_CONFIG_VALUE_0", "*").status().unwrap();
-        assert!(st.success());
+        setup_repo(&d.path("repo"), setup);
         d.chown_all();
         d.sh(&[], "echo two >> f && git commit -qam second && git checkout -qb feature && echo three >> f && \
                    git stash -q && git stash pop -q && git commit -q -m third f && git log --oneline | wc -l; \
@@ -88,10 +79,7 @@ both_users! {
              git -C work config user.name a && git -C work config user.email a@b",
             lib.display()
         );
-        let st = std::process::Command::new("sh").args(["-c", &setup]).current_dir(d.path(""))
-            .env("GIT_CONFIG_GLOBAL", "/dev/null").env("GIT_CONFIG_COUNT", "1")
-            .env("GIT_CONFIG_KEY_0", "safe.directory").env("GIT_CONFIG_VALUE_0", "*").status().unwrap();
-        assert!(st.success());
+        setup_repo(&d.path(""), &setup);
         d.chown_all();
         d.sh(&[], "echo x > g && git add g && git commit -qm second && git log --oneline | wc -l; \
                    echo x >> ../.git/modules/work/config || echo held-config")

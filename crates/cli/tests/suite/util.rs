@@ -403,6 +403,21 @@ pub(super) fn git(dir: &Path, args: &[&str]) {
     assert!(st.success(), "git {args:?}");
 }
 
+/// Runs the shell `script` in `dir` to set a repository up, with no user git configuration and every
+/// directory safe (the repository may belong to the test's user), asserting it succeeds.
+pub(super) fn setup_repo(dir: &Path, script: &str) {
+    let st = Command::new("sh")
+        .args(["-c", script])
+        .current_dir(dir)
+        .env("GIT_CONFIG_GLOBAL", "/dev/null")
+        .env("GIT_CONFIG_COUNT", "1")
+        .env("GIT_CONFIG_KEY_0", "safe.directory")
+        .env("GIT_CONFIG_VALUE_0", "*")
+        .status()
+        .unwrap();
+    assert!(st.success(), "{script}");
+}
+
 /// Starts the scripted Messages API (`tests/fixtures/scripted_api.py`) in `dir` with this script (HTTPS
 /// when `tls` names a certificate and its key); it logs to `dir/requests.jsonl`. Returns the server
 /// (killed on drop) and its port.
