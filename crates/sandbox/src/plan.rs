@@ -918,15 +918,10 @@ impl MountPlan {
     /// Whether `dir` exists inside the sandbox as a usable directory: beneath a bind (or at a private
     /// mount) and not beneath a mask, or on the way to one.
     pub fn has_directory(&self, dir: &Path) -> bool {
-        let mut best: Option<&PlannedMount> = None;
-        for m in &self.mounts {
-            if dir.starts_with(&m.path)
-                && best.is_none_or(|b| m.path.as_os_str().len() >= b.path.as_os_str().len())
-            {
-                best = Some(m);
-            }
-        }
-        let beneath_grant = match best.map(|m| (&m.op, m.path == dir)) {
+        let beneath_grant = match self
+            .deepest_mount_holding(dir)
+            .map(|m| (&m.op, m.path == dir))
+        {
             Some((MountOp::Bind { dir: true, .. } | MountOp::Overlay | MountOp::Proc, _)) => true,
             // A private area starts empty (or, `/dev`, with the standard devices only): the host's
             // directories beneath it are not there.
@@ -944,13 +939,17 @@ impl MountPlan {
     /// The run's private area (`/dev/shm`, `/dev`, a private `/tmp`, the temp dir) that `dir` lies beneath,
     /// when no grant inside brings the host's `dir` there: the directory inside is not the host's.
     pub fn private_area_hiding(&self, dir: &Path) -> Option<&Path> {
-        let best = self
-            .mounts
-            .iter()
-            .filter(|m| dir.starts_with(&m.path))
-            .max_by_key(|m| m.path.as_os_str().len())?;
+        let best = self.deepest_mount_holding(dir)?;
         (matches!(best.op, MountOp::PrivateTmpfs { .. } | MountOp::Dev) && best.path != dir)
             .then_some(best.path.as_path())
+    }
+
+    /// The deepest planned entry at or above `dir` (the last of equals, as mounted last).
+    fn deepest_mount_holding(&self, dir: &Path) -> Option<&PlannedMount> {
+        self.mounts
+            .iter()
+            .filter(|m| dir.starts_with(&m.path))
+            .max_by_key(|m| m.path.as_os_str().len())
     }
 }
 
