@@ -119,21 +119,19 @@ impl Variables {
             });
             return Ok(dir.clone());
         }
-        self.values.get(name).cloned().ok_or_else(|| {
-            let how = match name {
-                "AGENT_ID" => "pass --agent ID",
-                "REPO_ROOT" | "WORKTREE" => {
-                    "pass --repo-root and --worktree (or use them only in worktree profiles)"
-                }
-                "WORKTREE_GITDIR" => {
-                    "pass --worktree-gitdir (stockade install pins it; the hook never reads the worktree's .git, which the agent can write)"
-                }
-                "PRIVATE_WORKSPACE" | "RUN_WORKSPACE" => "use it only in orchestrator runs",
-                "POLICY_DIR" => "use it only in a policy file",
-                _ => "set it",
-            };
-            format!("variable ${{{name}}} has no value here; {how}")
-        })
+        let how = match name {
+            "AGENT_ID" => "pass --agent ID",
+            "REPO_ROOT" | "WORKTREE" => {
+                "pass --repo-root and --worktree (or use them only in worktree profiles)"
+            }
+            "WORKTREE_GITDIR" => {
+                "pass --worktree-gitdir (stockade install pins it; the hook never reads the worktree's .git, which the agent can write)"
+            }
+            "PRIVATE_WORKSPACE" | "RUN_WORKSPACE" => "use it only in orchestrator runs",
+            "POLICY_DIR" => "use it only in a policy file",
+            _ => "set it",
+        };
+        Err(format!("variable ${{{name}}} has no value here; {how}"))
     }
 }
 
