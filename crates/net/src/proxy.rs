@@ -339,9 +339,14 @@ async fn handle(stream: TcpStream, state: Arc<State>) -> io::Result<()> {
 
 pub(crate) type Body = BoxBody<Bytes, hyper::Error>;
 
+/// The body of every answer the proxy makes itself.
+fn message_body(message: &str) -> String {
+    format!("stockade: {message}\n")
+}
+
 pub(crate) fn text(status: StatusCode, message: &str) -> Response<Body> {
     let mut response = Response::new(
-        Full::new(Bytes::from(format!("stockade: {message}\n")))
+        Full::new(Bytes::from(message_body(message)))
             .map_err(|never| match never {})
             .boxed(),
     );
@@ -613,7 +618,7 @@ async fn forward_spliced(
         Ok(upstream) => upstream,
         Err(e) => {
             let (status, message) = e.status();
-            let body = format!("stockade: {message}\n");
+            let body = message_body(&message);
             let response = format!(
                 "HTTP/1.1 {status}\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
                 body.len()
@@ -621,7 +626,6 @@ async fn forward_spliced(
             return client.write_all(response.as_bytes()).await;
         }
     };
-    let _ = upstream.set_nodelay(true);
     upstream.write_all(&head.upstream).await?;
     let response = splice_one_way(&upstream, &client);
     let request = splice_one_way(&client, &upstream);
