@@ -542,12 +542,16 @@ pub struct Sandbox {
 /// whose parent exists is made. Refuses a cache that is not a directory; one that cannot be made is
 /// named in a warning.
 fn prepare_caches(policy: &ResolvedPolicy, warnings: &mut Vec<String>) -> Result<(), SandboxError> {
-    // Canonical, as the caches' paths are; looked up only when a cache's parent is missing.
+    // Canonical, as the caches' paths are; looked up once, and only when a cache's parent is missing.
+    let home = std::cell::OnceCell::new();
     let home = || {
-        let home = Path::new(policy.variables().get("HOME")?);
-        std::fs::canonicalize(home)
-            .ok()
-            .filter(|h| h.as_path() != Path::new("/"))
+        home.get_or_init(|| {
+            let home = Path::new(policy.variables().get("HOME")?);
+            std::fs::canonicalize(home)
+                .ok()
+                .filter(|h| h.as_path() != Path::new("/"))
+        })
+        .as_deref()
     };
     let mut created = Vec::new();
     for scope in policy.scopes() {
