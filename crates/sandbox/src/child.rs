@@ -106,8 +106,8 @@ pub(crate) enum PreparedOp {
 /// in the staging root (never inside the new one), mounted with the first of them.
 #[derive(Debug)]
 pub(crate) struct PrivateLayer {
-    /// The shared tmpfs's directory and options, on the first cache only.
-    pub(crate) tmpfs: Option<(CString, CString)>,
+    /// The shared tmpfs's directory and options, mounted by the first cache the init makes itself.
+    pub(crate) tmpfs: (CString, CString),
     /// This cache's directory in it, holding `upper` and `work`.
     pub(crate) dir: CString,
     pub(crate) work: CString,
@@ -147,6 +147,11 @@ pub(crate) struct Prepared {
     pub(crate) proxy: Option<(RawFd, u16)>,
     /// The supervisor's end of that socket, which the init closes (so a failed init reads as the end).
     pub(crate) proxy_sup: Option<RawFd>,
+    /// Where the supervisor sends the cache overlays it made ([`crate::overlay`]), one descriptor per
+    /// [`PreparedOp::Overlay`] in order, for as long as the stream lasts.
+    pub(crate) overlay_sock: Option<RawFd>,
+    /// The supervisor's end of that stream, which the init closes (so the stream ends with the thread).
+    pub(crate) overlay_sup: Option<RawFd>,
     /// The supervisor's lock on the cache store, which the init closes (the lock ends when the supervisor
     /// lets it go, not when the last process of the run has gone).
     pub(crate) cache_lock: Option<RawFd>,
@@ -244,7 +249,12 @@ pub(crate) fn init_main(p: &Prepared) -> ! {
         sys::close(fd);
     }
     sys::close(p.mediator_sup);
-    for fd in p.proxy_sup.iter().chain(&p.cache_lock) {
+    for fd in p
+        .proxy_sup
+        .iter()
+        .chain(&p.cache_lock)
+        .chain(&p.overlay_sup)
+    {
         sys::close(*fd);
     }
     sys::setsid().or_fail(p, 0);
@@ -258,6 +268,9 @@ pub(crate) fn init_main(p: &Prepared) -> ! {
         sys::write_file(&s.gid_map, buf.get(..n).unwrap_or(&[])).or_fail(p, 1);
     }
     build_root(p);
+    if let Some(fd) = p.overlay_sock {
+        sys::close(fd);
+    }
     if p.net_ns && p.net_ns_fd.is_none() {
         sys::loopback_up().or_fail(p, 12);
     }
@@ -408,6 +421,10 @@ fn build_root(p: &Prepared) {
     sys::pivot_root(&s.dot, &s.oldroot_rel).or_fail(p, 4);
     sys::chdir(&s.root).or_fail(p, 4);
     sys::touch(&s.maskfile, 0).or_fail(p, 6);
+    // The overlays the supervisor makes (until its stream ends), and whether the init has mounted the
+    // tmpfs for the ones it makes itself.
+    let mut detached = p.overlay_sock;
+    let mut layers_mounted = false;
 
     for (op, parents) in p.ops.iter().zip(&p.mkdirs) {
         for (dir, mode) in parents {
@@ -447,10 +464,31 @@ fn build_root(p: &Prepared) {
             } => {
                 // Inside a mask (a cache beneath a denied directory) the mount point must be made.
                 ensure_target(p, dst, true);
+                if let Some(sock) = detached {
+                    let received = sys::recv_fds(sock).ok().flatten().unwrap_or_default();
+                    match received.as_slice() {
+                        [overlay, more @ ..] if more.len() <= 1 => {
+                            // With the last private overlay comes the tmpfs holding the layers: attached
+                            // in the staging root, as the init's own would be, and gone with it.
+                            if let (Some(tmpfs), Some(layer)) = (more.first(), private) {
+                                let dir = &layer.tmpfs.0;
+                                sys::mkdir(dir, 0o700).or_fail(p, 27);
+                                sys::move_mount_detached(tmpfs.as_raw_fd(), dir).or_fail(p, 27);
+                                layers_mounted = true;
+                            }
+                            sys::move_mount_detached(overlay.as_raw_fd(), dst).or_fail(p, 27);
+                            continue;
+                        }
+                        // The supervisor made no more: this one and the rest are made here.
+                        _ => detached = None,
+                    }
+                }
                 if let Some(layer) = private {
-                    if let Some((dir, data)) = &layer.tmpfs {
+                    if !layers_mounted {
+                        let (dir, data) = &layer.tmpfs;
                         sys::mkdir(dir, 0o700).or_fail(p, 27);
                         mount_tmpfs(s, dir, nosuid_nodev, Some(data)).or_fail(p, 27);
+                        layers_mounted = true;
                     }
                     sys::mkdir(&layer.dir, 0o700).or_fail(p, 27);
                     sys::mkdir(upper, 0o700).or_fail(p, 27);

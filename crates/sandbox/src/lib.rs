@@ -81,6 +81,7 @@
 mod child;
 mod error;
 mod mediate;
+mod overlay;
 mod plan;
 mod run;
 mod seccomp;

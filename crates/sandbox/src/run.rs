@@ -14,6 +14,7 @@ use stockade_policy::{Access, CanonicalPath, ResolvedPolicy};
 
 use crate::child::{self, InitReport, Prepared, PreparedOp, STAGE_EXEC, STAGES, Strings};
 use crate::error::SandboxError;
+use crate::overlay::{DetachedOverlay, UpperLayer};
 use crate::plan::{MountOp, MountPlan, Siblings, under};
 use crate::sys;
 
@@ -171,6 +172,17 @@ impl NetNamespace {
 impl Drop for NetNamespace {
     fn drop(&mut self) {
         drop(self.join());
+    }
+}
+
+/// A thread joined when this is dropped, on every way out of [`SandboxBuilder::spawn`].
+struct JoinOnDrop(Option<std::thread::JoinHandle<()>>);
+
+impl Drop for JoinOnDrop {
+    fn drop(&mut self) {
+        if let Some(thread) = self.0.take() {
+            let _ = thread.join();
+        }
     }
 }
 
@@ -816,6 +828,8 @@ impl Sandbox {
         let mut mounted: HashMap<&OsStr, bool> = HashMap::new();
         // Private cache layers made so far.
         let mut caches = 0usize;
+        // The same overlays by host paths, for the supervisor to make beside the init (overlay.rs).
+        let mut detached = Vec::new();
         for m in &self.plan.mounts {
             let dst = cstring(under("/newroot", &m.path).into_vec())?;
             let mut parents = Vec::new();
@@ -869,25 +883,30 @@ impl Sandbox {
                     let (upper, work, private) = match &self.cache_store {
                         Some(store) => {
                             let (upper, work) = store.layers(&m.path)?;
-                            (
+                            let layers = (
                                 under("/oldroot", &upper).into_vec(),
                                 under("/oldroot", &work).into_vec(),
                                 None,
-                            )
+                            );
+                            detached.push(DetachedOverlay {
+                                lower: m.path.clone(),
+                                upper: UpperLayer::Stored { upper, work },
+                            });
+                            layers
                         }
                         None => {
                             // One tmpfs for every cache of the run (a mount each cost a launch more),
                             // in the staging root beside /newroot: never visible inside.
                             const LAYERS: &str = "/cache-layers";
-                            let tmpfs = if caches == 0 {
-                                let data = match self.policy.limits().memory {
-                                    Some(size) => format!("mode=700,size={size}"),
-                                    None => "mode=700".to_string(),
-                                };
-                                Some((cstring(LAYERS)?, cstring(data)?))
-                            } else {
-                                None
+                            let data = match self.policy.limits().memory {
+                                Some(size) => format!("mode=700,size={size}"),
+                                None => "mode=700".to_string(),
                             };
+                            let tmpfs = (cstring(LAYERS)?, cstring(data)?);
+                            detached.push(DetachedOverlay {
+                                lower: m.path.clone(),
+                                upper: UpperLayer::Private,
+                            });
                             let dir = format!("{LAYERS}/{caches}");
                             caches += 1;
                             let work = format!("{dir}/work").into_bytes();
@@ -1034,6 +1053,24 @@ impl Sandbox {
             },
             None => None,
         };
+        // The cache overlays come over this pair when the supervisor may make them: as root, the
+        // sandbox in the host's user namespace.
+        let overlay_pair = if detached.is_empty() || self.user_ns.is_some() {
+            None
+        } else {
+            match socketpair_for_child("the cache overlays") {
+                Ok(pair) => Some(pair),
+                Err(e) => {
+                    for fd in [mediator_sup, mediator_child]
+                        .into_iter()
+                        .chain(proxy_pair.into_iter().flat_map(|(a, b)| [a, b]))
+                    {
+                        sys::close(fd);
+                    }
+                    return Err(e);
+                }
+            }
+        };
         let old_mask =
             sys::block_signals(CANCEL_SIGNALS).map_err(SandboxError::io("block signals"))?;
         let sigfd = match sys::signalfd(CANCEL_SIGNALS) {
@@ -1073,6 +1110,8 @@ impl Sandbox {
             seccomp: crate::seccomp::program(),
             proxy: proxy_pair.map(|(_, child)| (child, PROXY_PORT)),
             proxy_sup: proxy_pair.map(|(sup, _)| sup),
+            overlay_sock: overlay_pair.map(|(_, child)| child),
+            overlay_sup: overlay_pair.map(|(sup, _)| sup),
             cache_lock: self.cache_store.as_ref().map(CacheStore::lock_fd),
             status_w,
             old_mask,
@@ -1113,6 +1152,7 @@ impl Sandbox {
                 .into_iter()
                 .chain(passed_pipe)
                 .chain(proxy_pair.into_iter().flat_map(|(a, b)| [a, b]))
+                .chain(overlay_pair.into_iter().flat_map(|(a, b)| [a, b]))
                 {
                     sys::close(fd);
                 }
@@ -1144,6 +1184,9 @@ impl Sandbox {
             sys::close(w);
         }
         sys::close(mediator_child);
+        if let Some((_, child)) = overlay_pair {
+            sys::close(child);
+        }
         let proxy_listener = proxy_pair.map(|(sup, child)| {
             sys::close(child);
             ProxyListener { sock: sup }
@@ -1162,12 +1205,31 @@ impl Sandbox {
             create_dirs: self.plan.create_dirs(),
             writable_roots: self.plan.writable_roots(),
         };
-        let inherited: Vec<RawFd> = self.cache_store.iter().map(CacheStore::lock_fd).collect();
+        // The mediator keeps no end of the overlays' stream either: the init must see it end when the
+        // overlay thread ends.
+        let inherited: Vec<RawFd> = self
+            .cache_store
+            .iter()
+            .map(CacheStore::lock_fd)
+            .chain(overlay_pair.map(|(sup, _)| sup))
+            .collect();
         let mediator = crate::mediate::spawn(mediator_sup, &mediator_config, &inherited);
         sys::close(mediator_sup);
+        // Started once the last fork is done, and joined before this returns: the supervisor forks
+        // single-threaded. The init meanwhile mounts everything else.
+        let _overlays = overlay_pair.map(|(sup, _)| {
+            JoinOnDrop(crate::overlay::make_beside(
+                detached,
+                self.policy.limits().memory,
+                sup,
+            ))
+        });
         let mediator = match mediator {
             Ok(m) => m,
             Err(e) => {
+                if let Some((sup, _)) = overlay_pair {
+                    sys::close(sup);
+                }
                 let _ = sys::kill(pid, libc::SIGKILL);
                 let _ = sys::waitpid(pid, 0);
                 return Err(SandboxError::Setup {

@@ -125,6 +125,125 @@ fn set_readonly(path: &CStr, flags: c_int) -> io::Result<()> {
     check_long(ret).map(drop)
 }
 
+/// A filesystem context (`fsopen`, Linux 5.2): configured with [`fsconfig_string`] and [`fsconfig_fd`],
+/// made with [`fsconfig_create`], and turned into a detached mount by [`fsmount`].
+pub(crate) fn fsopen(fstype: &CStr) -> io::Result<std::os::fd::OwnedFd> {
+    // SAFETY: a NUL-terminated name; the new descriptor is owned by the returned OwnedFd.
+    let fd = check_long(unsafe {
+        libc::syscall(libc::SYS_fsopen, fstype.as_ptr(), libc::FSOPEN_CLOEXEC)
+    })?;
+    Ok(owned(fd))
+}
+
+/// Sets a string option of a filesystem context (`mode`, `size`).
+pub(crate) fn fsconfig_string(fs: RawFd, key: &CStr, value: &CStr) -> io::Result<()> {
+    // SAFETY: NUL-terminated strings that outlive the call.
+    check_long(unsafe {
+        libc::syscall(
+            libc::SYS_fsconfig,
+            fs,
+            libc::FSCONFIG_SET_STRING,
+            key.as_ptr(),
+            value.as_ptr(),
+            0,
+        )
+    })
+    .map(drop)
+}
+
+/// Sets an option of a filesystem context to a descriptor (an overlay's layers, Linux 6.15 or later).
+pub(crate) fn fsconfig_fd(fs: RawFd, key: &CStr, fd: RawFd) -> io::Result<()> {
+    // SAFETY: a NUL-terminated key; the value is passed as the auxiliary descriptor.
+    check_long(unsafe {
+        libc::syscall(
+            libc::SYS_fsconfig,
+            fs,
+            libc::FSCONFIG_SET_FD,
+            key.as_ptr(),
+            std::ptr::null::<c_char>(),
+            fd,
+        )
+    })
+    .map(drop)
+}
+
+/// Creates the filesystem a context describes (the `mount` work itself: for an overlay, checking and
+/// preparing its work directory).
+pub(crate) fn fsconfig_create(fs: RawFd) -> io::Result<()> {
+    // SAFETY: integer arguments and null pointers, as the command requires.
+    check_long(unsafe {
+        libc::syscall(
+            libc::SYS_fsconfig,
+            fs,
+            libc::FSCONFIG_CMD_CREATE,
+            std::ptr::null::<c_char>(),
+            std::ptr::null::<c_char>(),
+            0,
+        )
+    })
+    .map(drop)
+}
+
+/// A detached mount of the filesystem a context made, `nosuid` and `nodev`: attached nowhere until
+/// [`move_mount_detached`] puts it somewhere, in whatever mount namespace the caller is in then.
+pub(crate) fn fsmount_nosuid_nodev(fs: RawFd) -> io::Result<std::os::fd::OwnedFd> {
+    // SAFETY: integer arguments.
+    let fd = check_long(unsafe {
+        libc::syscall(
+            libc::SYS_fsmount,
+            fs,
+            libc::FSMOUNT_CLOEXEC,
+            libc::MOUNT_ATTR_NOSUID | libc::MOUNT_ATTR_NODEV,
+        )
+    })?;
+    Ok(owned(fd))
+}
+
+/// Attaches the detached mount `mnt` (from [`fsmount_nosuid_nodev`]) at `dst`.
+pub(crate) fn move_mount_detached(mnt: RawFd, dst: &CStr) -> io::Result<()> {
+    // SAFETY: an empty NUL-terminated source path (the descriptor itself) and a NUL-terminated target.
+    check_long(unsafe {
+        libc::syscall(
+            libc::SYS_move_mount,
+            mnt,
+            c"".as_ptr(),
+            libc::AT_FDCWD,
+            dst.as_ptr(),
+            libc::MOVE_MOUNT_F_EMPTY_PATH,
+        )
+    })
+    .map(drop)
+}
+
+/// `fchownat(2)` without following a final symlink.
+pub(crate) fn chown_at(dir: RawFd, name: &CStr, uid: u32, gid: u32) -> io::Result<()> {
+    // SAFETY: a NUL-terminated name.
+    check(unsafe { libc::fchownat(dir, name.as_ptr(), uid, gid, libc::AT_SYMLINK_NOFOLLOW) })
+        .map(drop)
+}
+
+/// `fchmodat(2)`.
+pub(crate) fn chmod_at(dir: RawFd, name: &CStr, mode: u32) -> io::Result<()> {
+    // SAFETY: a NUL-terminated name.
+    check(unsafe { libc::fchmodat(dir, name.as_ptr(), mode, 0) }).map(drop)
+}
+
+/// `fstat(2)`'s owner and permission bits (`st_mode & 07777`); an `O_PATH` descriptor will do.
+pub(crate) fn fd_owner_and_mode(fd: RawFd) -> io::Result<(u32, u32, u32)> {
+    // SAFETY: `st` is plain data filled by the kernel.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: a valid pointer for the duration of the call.
+    check(unsafe { libc::fstat(fd, &mut st) })?;
+    Ok((st.st_uid, st.st_gid, st.st_mode & 0o7777))
+}
+
+/// Takes ownership of a descriptor a system call just returned.
+fn owned(fd: libc::c_long) -> std::os::fd::OwnedFd {
+    use std::os::fd::FromRawFd;
+    // SAFETY: the kernel just returned this descriptor to us, and nothing else owns it.
+    unsafe { std::os::fd::OwnedFd::from_raw_fd(fd as RawFd) }
+}
+
 pub(crate) fn pivot_root(new_root: &CStr, put_old: &CStr) -> io::Result<()> {
     // SAFETY: both pointers are NUL-terminated strings.
     check_long(unsafe { libc::syscall(libc::SYS_pivot_root, new_root.as_ptr(), put_old.as_ptr()) })
@@ -727,8 +846,8 @@ pub(crate) fn send_fds(sock: RawFd, fds: &[RawFd]) -> io::Result<()> {
             std::ptr::write_unaligned(data.add(i), *fd);
         }
     }
-    // SAFETY: a valid msghdr for the call.
-    check_long(unsafe { libc::sendmsg(sock, &msg, 0) } as libc::c_long).map(drop)
+    // SAFETY: a valid msghdr for the call. A receiver that is gone is an error (EPIPE), not a SIGPIPE.
+    check_long(unsafe { libc::sendmsg(sock, &msg, libc::MSG_NOSIGNAL) } as libc::c_long).map(drop)
 }
 
 /// Receives the descriptors sent by [`send_fds`], close-on-exec; `None` at end of stream.

@@ -1,0 +1,221 @@
+//! The run's cache overlays, made by the supervisor while the init builds the rest of the root.
+//!
+//! Making an overlay is most of the work of mounting it (checking and preparing its work directory: a
+//! tenth of a millisecond or more each), and the built-in profile has seven caches: made one after the
+//! other by the init, they were more than a millisecond of every launch. With the new mount API
+//! (`fsopen`, `fsconfig`, `fsmount`, Linux 6.15 for layers given as descriptors) an overlay can be made
+//! detached, in any mount namespace, and attached later in another: a thread of the supervisor makes
+//! them on the other core, in the order of the plan, and sends each to the init, which only attaches it
+//! (`move_mount`) where the plan puts it.
+//!
+//! The init falls back to mounting an overlay itself, as before, for every cache this did not send: the
+//! stream ends early when anything here fails (an older kernel, a layer that cannot be prepared), and
+//! the init then reports the error it meets itself. Only a supervisor running as root makes them: without
+//! privilege they belong to the sandbox's own user namespace, which only the clone creates.
+
+use std::ffi::CString;
+use std::io;
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use std::os::unix::ffi::OsStrExt;
+use std::path::PathBuf;
+
+use crate::sys;
+
+/// One cache overlay, named by host paths.
+#[derive(Debug)]
+pub(crate) struct DetachedOverlay {
+    /// The host's cache directory, the overlay's lower layer.
+    pub(crate) lower: PathBuf,
+    /// Where its writes go.
+    pub(crate) upper: UpperLayer,
+}
+
+/// An overlay's upper and work directories.
+#[derive(Debug)]
+pub(crate) enum UpperLayer {
+    /// In a tmpfs made for the run's caches, which vanishes with the run.
+    Private,
+    /// In the agent's cache store (`--persist-caches`), made already.
+    Stored { upper: PathBuf, work: PathBuf },
+}
+
+/// Makes the overlays on a thread of their own and sends each to the init over `sock`, in order, then
+/// closes `sock`. The caller joins the thread before it forks again.
+pub(crate) fn make_beside(
+    overlays: Vec<DetachedOverlay>,
+    tmpfs_size: Option<u64>,
+    sock: RawFd,
+) -> Option<std::thread::JoinHandle<()>> {
+    let made = std::thread::Builder::new()
+        .name("stockade-caches".into())
+        .stack_size(64 * 1024)
+        .spawn(move || {
+            // An error ends the stream here; the init makes the rest itself and reports what it meets.
+            let _ = send_all(&overlays, tmpfs_size, sock);
+            sys::close(sock);
+        });
+    match made {
+        Ok(thread) => Some(thread),
+        Err(_) => {
+            // Nothing sent: the init makes every overlay itself.
+            sys::close(sock);
+            None
+        }
+    }
+}
+
+fn send_all(overlays: &[DetachedOverlay], tmpfs_size: Option<u64>, sock: RawFd) -> io::Result<()> {
+    let mut private_tmpfs = None;
+    // The layers' tmpfs goes with the last overlay in it, for the init to attach in its staging root,
+    // where it is unmounted with the old root. (Closed here while detached, it would be unmounted on
+    // the spot: a grace period of RCU, a millisecond.) Not before: attached in another namespace, it
+    // could hold no further layer.
+    let last_private = overlays
+        .iter()
+        .rposition(|o| matches!(o.upper, UpperLayer::Private));
+    for (index, overlay) in overlays.iter().enumerate() {
+        let lower = open_dir(
+            libc::AT_FDCWD,
+            &cstring(overlay.lower.as_os_str().as_bytes())?,
+        )?;
+        // The merged root is the upper layer's root: it gets the host directory's owner and mode, so the
+        // program (perhaps another user, with `--user`) may write where it could read.
+        let owner = sys::fd_owner_and_mode(lower.as_raw_fd())?;
+        let (upper, work) = match &overlay.upper {
+            UpperLayer::Private => {
+                let tmpfs = match &private_tmpfs {
+                    Some(fd) => fd,
+                    None => private_tmpfs.insert(layers_tmpfs(tmpfs_size)?),
+                };
+                let tmpfs = tmpfs.as_raw_fd();
+                // Not the names the init would give its own layers: it makes the rest if this fails.
+                let dir = format!("detached-{index}");
+                let upper = cstring(format!("{dir}/upper"))?;
+                let work = cstring(format!("{dir}/work"))?;
+                for d in [&cstring(dir)?, &upper, &work] {
+                    sys::mkdir_at(tmpfs, d, 0o700)?;
+                }
+                give(tmpfs, &upper, owner)?;
+                (open_dir(tmpfs, &upper)?, open_dir(tmpfs, &work)?)
+            }
+            UpperLayer::Stored { upper, work } => {
+                let upper = cstring(upper.as_os_str().as_bytes())?;
+                let work = cstring(work.as_os_str().as_bytes())?;
+                give(libc::AT_FDCWD, &upper, owner)?;
+                (
+                    open_dir(libc::AT_FDCWD, &upper)?,
+                    open_dir(libc::AT_FDCWD, &work)?,
+                )
+            }
+        };
+        let fs = sys::fsopen(c"overlay")?;
+        sys::fsconfig_fd(fs.as_raw_fd(), c"lowerdir+", lower.as_raw_fd())?;
+        sys::fsconfig_fd(fs.as_raw_fd(), c"upperdir", upper.as_raw_fd())?;
+        sys::fsconfig_fd(fs.as_raw_fd(), c"workdir", work.as_raw_fd())?;
+        sys::fsconfig_create(fs.as_raw_fd())?;
+        let mount = sys::fsmount_nosuid_nodev(fs.as_raw_fd())?;
+        match private_tmpfs
+            .as_ref()
+            .filter(|_| last_private == Some(index))
+        {
+            Some(tmpfs) => sys::send_fds(sock, &[mount.as_raw_fd(), tmpfs.as_raw_fd()])?,
+            None => sys::send_fds(sock, &[mount.as_raw_fd()])?,
+        }
+    }
+    Ok(())
+}
+
+/// One tmpfs for every private upper layer of the run (mode 0700, as large as the memory limit), like the
+/// one the init would mount in its staging root.
+fn layers_tmpfs(size: Option<u64>) -> io::Result<OwnedFd> {
+    let fs = sys::fsopen(c"tmpfs")?;
+    sys::fsconfig_string(fs.as_raw_fd(), c"mode", c"700")?;
+    if let Some(size) = size {
+        sys::fsconfig_string(fs.as_raw_fd(), c"size", &cstring(size.to_string())?)?;
+    }
+    sys::fsconfig_create(fs.as_raw_fd())?;
+    sys::fsmount_nosuid_nodev(fs.as_raw_fd())
+}
+
+/// Gives an upper layer the owner and mode of its lower one. As when the init does it, an owner that
+/// cannot be given leaves the directory the caller's.
+fn give(dir: RawFd, upper: &CString, (uid, gid, mode): (u32, u32, u32)) -> io::Result<()> {
+    let _ = sys::chown_at(dir, upper, uid, gid);
+    sys::chmod_at(dir, upper, mode)
+}
+
+fn open_dir(dir: RawFd, path: &CString) -> io::Result<OwnedFd> {
+    sys::openat(
+        dir,
+        path,
+        libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC,
+        0,
+    )
+}
+
+fn cstring(bytes: impl Into<Vec<u8>>) -> io::Result<CString> {
+    CString::new(bytes).map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::os::fd::AsRawFd;
+    use std::path::PathBuf;
+
+    use super::{DetachedOverlay, UpperLayer, send_all};
+    use crate::sys;
+
+    /// The stream carries the overlays made before one that cannot be made, then ends: the init makes
+    /// that one and the rest itself. What was sent is a working overlay of the host's directory, whose
+    /// writes never reach it.
+    #[test]
+    fn the_stream_ends_at_the_first_overlay_that_cannot_be_made() {
+        if sys::geteuid() != 0 {
+            eprintln!("skipped: making a mount needs root");
+            return;
+        }
+        let base =
+            std::env::temp_dir().join(format!("stockade-overlay-test-{}", std::process::id()));
+        let (a, missing, c) = (base.join("a"), base.join("missing"), base.join("c"));
+        for d in [&a, &c] {
+            std::fs::create_dir_all(d).unwrap();
+        }
+        std::fs::write(a.join("host.txt"), "host").unwrap();
+        let private = |lower: &PathBuf| DetachedOverlay {
+            lower: lower.clone(),
+            upper: UpperLayer::Private,
+        };
+        let (sup, init) = sys::socketpair().unwrap();
+        let sent = send_all(&[private(&a), private(&missing), private(&c)], None, sup);
+        sys::close(sup);
+        assert_eq!(
+            sent.map_err(|e| e.kind()),
+            Err(std::io::ErrorKind::NotFound)
+        );
+
+        let first = sys::recv_fds(init).unwrap().unwrap();
+        // One overlay, without the layers' tmpfs (that goes with the last private overlay, never made).
+        assert_eq!(first.len(), 1);
+        let merged = first[0].as_raw_fd();
+        let opened = sys::openat(merged, c"host.txt", libc::O_RDONLY | libc::O_CLOEXEC, 0);
+        assert!(
+            opened.is_ok(),
+            "the host's file is seen through the overlay"
+        );
+        let made = sys::openat(
+            merged,
+            c"new.txt",
+            libc::O_WRONLY | libc::O_CREAT | libc::O_CLOEXEC,
+            0o600,
+        );
+        assert!(made.is_ok(), "{made:?}");
+        assert!(!a.join("new.txt").exists(), "a write reached the host");
+        assert!(
+            sys::recv_fds(init).unwrap().is_none(),
+            "the stream did not end"
+        );
+        sys::close(init);
+        drop((first, opened, made));
+        std::fs::remove_dir_all(&base).unwrap();
+    }
+}
