@@ -249,12 +249,16 @@ impl OneNameGlob {
         })
     }
 
+    /// Whether a canonical path matches. Split at its last `/` by bytes, not by components: every
+    /// decision asks each one-name glob of its kind, a hundred decisions a launch.
     pub(crate) fn is_match(&self, path: &Path) -> bool {
-        let (Some(dir), Some(name)) = (path.parent(), path.file_name()) else {
+        let path = path.as_os_str().as_encoded_bytes();
+        let Some(slash) = path.iter().rposition(|b| *b == b'/') else {
             return false;
         };
-        let name = name.as_encoded_bytes();
-        dir == self.dir
+        let (dir, name) = path.split_at(slash);
+        let name = name.get(1..).unwrap_or_default();
+        dir == self.dir.as_os_str().as_encoded_bytes()
             && name.len() >= self.prefix.len() + self.suffix.len()
             && name.starts_with(self.prefix.as_bytes())
             && name.ends_with(self.suffix.as_bytes())
