@@ -103,7 +103,8 @@ pub(crate) enum PreparedOp {
 }
 
 /// Where a private overlay's upper and work directories are made: in one tmpfs for all the run's caches,
-/// in the staging root (never inside the new one), mounted with the first of them.
+/// in the staging root (never inside the new one), mounted with the first the init makes itself (or
+/// attached with the last the supervisor sends, [`crate::overlay`]).
 #[derive(Debug)]
 pub(crate) struct PrivateLayer {
     /// The shared tmpfs's directory and options, mounted by the first cache the init makes itself.

@@ -175,7 +175,7 @@ impl Drop for NetNamespace {
     }
 }
 
-/// A thread joined when this is dropped, on every way out of [`SandboxBuilder::spawn`].
+/// A thread joined when this is dropped, on every way out of [`Sandbox::spawn`].
 struct JoinOnDrop(Option<std::thread::JoinHandle<()>>);
 
 impl Drop for JoinOnDrop {
@@ -1215,15 +1215,6 @@ impl Sandbox {
             .collect();
         let mediator = crate::mediate::spawn(mediator_sup, &mediator_config, &inherited);
         sys::close(mediator_sup);
-        // Started once the last fork is done, and joined before this returns: the supervisor forks
-        // single-threaded. The init meanwhile mounts everything else.
-        let _overlays = overlay_pair.map(|(sup, _)| {
-            JoinOnDrop(crate::overlay::make_beside(
-                detached,
-                self.policy.limits().memory,
-                sup,
-            ))
-        });
         let mediator = match mediator {
             Ok(m) => m,
             Err(e) => {
@@ -1238,6 +1229,15 @@ impl Sandbox {
                 });
             }
         };
+        // Started once the last fork is done, and joined before this returns: the supervisor forks
+        // single-threaded. The init meanwhile mounts everything else.
+        let _overlays = overlay_pair.map(|(sup, _)| {
+            JoinOnDrop(crate::overlay::make_beside(
+                detached,
+                self.policy.limits().memory,
+                sup,
+            ))
+        });
         let _ = sys::set_nonblocking(mediator.report);
         let pidfd = sys::pidfd_open(pid).map_err(SandboxError::io("pidfd_open"))?;
         for fd in [err_r, status_r]

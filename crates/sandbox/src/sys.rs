@@ -126,7 +126,7 @@ fn set_readonly(path: &CStr, flags: c_int) -> io::Result<()> {
 }
 
 /// A filesystem context (`fsopen`, Linux 5.2): configured with [`fsconfig_string`] and [`fsconfig_fd`],
-/// made with [`fsconfig_create`], and turned into a detached mount by [`fsmount`].
+/// made with [`fsconfig_create`], and turned into a detached mount by [`fsmount_nosuid_nodev`].
 pub(crate) fn fsopen(fstype: &CStr) -> io::Result<std::os::fd::OwnedFd> {
     // SAFETY: a NUL-terminated name; the new descriptor is owned by the returned OwnedFd.
     let fd = check_long(unsafe {
