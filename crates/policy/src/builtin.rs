@@ -244,3 +244,57 @@ tools.allow = ["Read", "Glob", "Grep", "WebFetch"]
 tools.deny = ["Bash", "Write", "Edit", "MultiEdit", "NotebookEdit", "mcp__*"]
 tools.default = "deny"
 "#;
+
+/// [`BUILTIN_TOML`] with only the sections of `profile` and of the profiles it extends: every other line is
+/// left empty, so that line numbers (which `explain` shows) stay those of the whole text. A launch, a hook
+/// call or a file tool call then parses a third of it. `None` when `profile` has no section here.
+pub(crate) fn builtin_text_for(profile: &str) -> Option<String> {
+    // Each line with the profile whose section it is in (`None` before the first header).
+    let sections: Vec<(Option<&str>, &str)> = {
+        let mut current = None;
+        BUILTIN_TOML
+            .split_inclusive('\n')
+            .map(|line| {
+                if let Some(header) = line.strip_prefix("[profile.") {
+                    current = header.split(['.', ']']).next();
+                }
+                (current, line)
+            })
+            .collect()
+    };
+    let extends = |name: &str| {
+        sections
+            .iter()
+            .filter(|(section, _)| *section == Some(name))
+            .find_map(|(_, line)| {
+                let value = line.trim().strip_prefix("extends")?.trim_start();
+                value
+                    .strip_prefix('=')?
+                    .trim()
+                    .strip_prefix('"')?
+                    .strip_suffix('"')
+            })
+    };
+    if !sections
+        .iter()
+        .any(|(section, _)| *section == Some(profile))
+    {
+        return None;
+    }
+    let mut chain = vec![profile];
+    while let Some(parent) = chain.last().and_then(|last| extends(last)) {
+        if chain.contains(&parent) {
+            break; // a loop: the resolution reports it
+        }
+        chain.push(parent);
+    }
+    Some(
+        sections
+            .iter()
+            .map(|(section, line)| match section {
+                Some(name) if !chain.contains(name) => "\n",
+                _ => line,
+            })
+            .collect(),
+    )
+}

@@ -9,7 +9,7 @@ use globset::{GlobBuilder, GlobSet, GlobSetBuilder};
 use serde::Serialize;
 use toml::Spanned;
 
-use crate::builtin::{BUILTIN_PROFILES, BUILTIN_TOML, DEFAULT_PROFILE};
+use crate::builtin::{BUILTIN_PROFILES, BUILTIN_TOML, DEFAULT_PROFILE, builtin_text_for};
 use crate::error::PolicyError;
 use crate::file::{
     BashMode, NetMode, NetSpec, OnAllow, OnUnknowable, PolicyFile, ProfileSpec, ToolDefault,
@@ -188,10 +188,11 @@ impl PolicyBuilder {
             vars.set_path("POLICY_DIR", dir);
         }
         let name = self.pick_profile(user.as_ref())?;
-        // The built-ins are parsed only when the chain reaches them: a hook call per tool use should not
-        // pay for profiles it does not use.
-        let builtin = if needs_builtin(&name, user.as_ref()) {
-            Source::parse(BUILTIN_TOML.to_string(), None)?
+        // The built-ins are parsed only when the chain reaches them, and then only the profiles it
+        // reaches: a hook call per tool use should not pay for profiles it does not use.
+        let builtin = if let Some(entry) = builtin_entry(&name, user.as_ref()) {
+            let text = builtin_text_for(entry).unwrap_or_else(|| BUILTIN_TOML.to_string());
+            Source::parse(text, None)?
         } else {
             Source {
                 origin: None,
@@ -626,17 +627,25 @@ fn make_scope(
             )
         };
         let pattern = pattern.trim_end_matches('/').to_string();
-        let glob = GlobBuilder::new(&pattern)
-            .literal_separator(true)
-            .backslash_escape(true)
-            .build()
-            .map_err(|e| {
-                PolicyError::invalid(
-                    &source,
-                    format!("bad glob '{written}': {}", e.kind()),
-                    "fix the glob syntax",
-                )
-            })?;
+        // A one-name glob (`dir/prefix*suffix`, nothing else special) is always well formed, and matched
+        // by hand: compiling it would be wasted.
+        let matcher = match crate::scope::OneNameGlob::parse(&pattern) {
+            Some(one) => crate::scope::GlobMatch::OneName(one),
+            None => crate::scope::GlobMatch::Full(
+                GlobBuilder::new(&pattern)
+                    .literal_separator(true)
+                    .backslash_escape(true)
+                    .build()
+                    .map_err(|e| {
+                        PolicyError::invalid(
+                            &source,
+                            format!("bad glob '{written}': {}", e.kind()),
+                            "fix the glob syntax",
+                        )
+                    })?
+                    .compile_matcher(),
+            ),
+        };
         let mut prefix = PathBuf::from("/");
         for part in pattern.split('/').filter(|c| !c.is_empty()) {
             if is_glob_component(part) {
@@ -645,10 +654,6 @@ fn make_scope(
             prefix.push(unescape_glob(part));
         }
         // The prefix may run into the last literal component (a file): walks start at its parent then.
-        let matcher = match crate::scope::OneNameGlob::parse(&pattern) {
-            Some(one) => crate::scope::GlobMatch::OneName(one),
-            None => crate::scope::GlobMatch::Full(glob.compile_matcher()),
-        };
         ScopeTarget::Glob(GlobTarget {
             pattern,
             prefix: CanonicalPath::resolve_cached(&prefix, cache)
@@ -773,20 +778,23 @@ fn line_at(newlines: &[usize], offset: usize) -> usize {
 
 /// Whether resolving `name` reaches a built-in profile (a name the file lacks, or a profile extending its
 /// own name).
-fn needs_builtin(name: &str, user: Option<&Source>) -> bool {
-    let Some(user) = user else { return true };
+/// The first profile of `name`'s chain that the user's file does not define, where the chain reaches the
+/// built-ins; `None` when it never does. A loop in the file gives a name the built-ins lack, so that the
+/// whole text is parsed and the resolution reports the loop.
+fn builtin_entry<'a>(name: &'a str, user: Option<&'a Source>) -> Option<&'a str> {
+    let Some(user) = user else { return Some(name) };
     let mut current = name;
     for _ in 0..64 {
         let Some(spec) = user.file.profile.get(current) else {
-            return true;
+            return Some(current);
         };
         match spec.extends.as_deref() {
-            None => return false,
-            Some(parent) if parent == current => return true,
+            None => return None,
+            Some(parent) if parent == current => return Some(""),
             Some(parent) => current = parent,
         }
     }
-    true // a loop: let the full resolution report it
+    Some("")
 }
 
 struct ChainLink<'a> {

@@ -747,3 +747,69 @@ fn a_cache_is_written_by_programs_and_only_read_by_the_agents_file_tools() {
         .unwrap_err();
     assert!(err.to_string().contains("fs.cache takes paths"), "{err}");
 }
+
+/// A built-in profile resolved from the trimmed text it is parsed from (`builtin_text_for`: its own
+/// sections and those it extends, every other line empty) is the same as from the whole text, given as a
+/// file: the same rules, written on the same lines, and the same environment, network and tool rules.
+#[test]
+fn trimmed_builtin_text_resolves_as_the_whole_text() {
+    let fx = Fixture::new();
+    let file = fx.root.join("policy.toml");
+    // The rules, but the one a policy file adds for itself (it denies itself to the agent).
+    let lines = |policy: &ResolvedPolicy| -> Vec<(ScopeKind, String, String, usize)> {
+        policy
+            .scopes()
+            .iter()
+            .filter(|s| Path::new(&s.written) != file)
+            .map(|s| match &s.source {
+                RuleSource::Builtin { profile, line } | RuleSource::File { profile, line, .. } => {
+                    (s.kind, s.written.clone(), profile.clone(), *line)
+                }
+                other @ (RuleSource::Flag { .. } | RuleSource::Implicit { .. }) => {
+                    (s.kind, s.written.clone(), format!("{other:?}"), 0)
+                }
+            })
+            .collect()
+    };
+    fx.mkdir(".ittybitty/agents/a1").mkdir(".git/worktrees/a1");
+    let mut vars = fx.vars();
+    vars.set_path("REPO_ROOT", &fx.root)
+        .set_path("WORKTREE", fx.root.join(".ittybitty/agents/a1"))
+        .set_path("WORKTREE_GITDIR", fx.root.join(".git/worktrees/a1"))
+        .set("AGENT_ID", "a1");
+    for profile in crate::BUILTIN_PROFILES {
+        let trimmed = PolicyBuilder::new(vars.clone()).profile(*profile).build();
+        let whole = PolicyBuilder::new(vars.clone())
+            .policy_text(crate::BUILTIN_TOML, &file)
+            .profile(*profile)
+            .build();
+        let (trimmed, whole) = match (trimmed, whole) {
+            (Ok(t), Ok(w)) => (t, w),
+            (t, w) => panic!("{profile}: {t:?} against {w:?}"),
+        };
+        assert_eq!(lines(&trimmed), lines(&whole), "{profile}");
+        assert_eq!(
+            format!(
+                "{:?}",
+                (
+                    trimmed.env(),
+                    trimmed.net(),
+                    trimmed.tools(),
+                    trimmed.limits()
+                )
+            ),
+            format!(
+                "{:?}",
+                (whole.env(), whole.net(), whole.tools(), whole.limits())
+            ),
+            "{profile}"
+        );
+        assert!(
+            crate::builtin::builtin_text_for(profile)
+                .is_some_and(|t| t.lines().count() == crate::BUILTIN_TOML.lines().count()
+                    && t.len() < crate::BUILTIN_TOML.len()),
+            "{profile}"
+        );
+    }
+    assert!(crate::builtin::builtin_text_for("no-such-profile").is_none());
+}
