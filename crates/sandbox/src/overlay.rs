@@ -81,6 +81,10 @@ fn send_all(overlays: &[DetachedOverlay], tmpfs_size: Option<u64>, sock: RawFd) 
         // The merged root is the upper layer's root: it gets the host directory's owner and mode, so the
         // program (perhaps another user, with `--user`) may write where it could read.
         let owner = sys::fd_owner_and_mode(lower.as_raw_fd())?;
+        // The lower layer first: a kernel that takes no layer as a descriptor (before 6.15) refuses it
+        // here, before a tmpfs is made that would then have to be unmounted.
+        let fs = sys::fsopen(c"overlay")?;
+        sys::fsconfig_fd(fs.as_raw_fd(), c"lowerdir+", lower.as_raw_fd())?;
         let (upper, work) = match &overlay.upper {
             UpperLayer::Private => {
                 let tmpfs = match &private_tmpfs {
@@ -108,8 +112,6 @@ fn send_all(overlays: &[DetachedOverlay], tmpfs_size: Option<u64>, sock: RawFd) 
                 )
             }
         };
-        let fs = sys::fsopen(c"overlay")?;
-        sys::fsconfig_fd(fs.as_raw_fd(), c"lowerdir+", lower.as_raw_fd())?;
         sys::fsconfig_fd(fs.as_raw_fd(), c"upperdir", upper.as_raw_fd())?;
         sys::fsconfig_fd(fs.as_raw_fd(), c"workdir", work.as_raw_fd())?;
         sys::fsconfig_create(fs.as_raw_fd())?;
