@@ -40,6 +40,8 @@
 //!    policy grants something in them: a script's `/tmp/x` works and never reaches the host's `/tmp`.
 //!    A `cache` directory (`~/.npm`) is an overlay whose lower layer is the host's directory and whose
 //!    upper layer is a tmpfs of the run's (or the agent's persisted store): writes never reach the host.
+//!    As root the supervisor makes these overlays detached, on a thread, while the init mounts the rest,
+//!    and the init attaches them (`overlay.rs`); otherwise the init mounts them itself.
 //!    `/proc/keys` and `/proc/key-users` are masked (kernel keys are not namespaced). A directory the
 //!    policy keeps read-only but in which it names writable files (`.git`, with `index.lock`) is bound
 //!    writable with every other entry bound back read-only; its new names are the mediator's (step 3).
