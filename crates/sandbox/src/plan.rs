@@ -741,6 +741,16 @@ impl MountPlan {
                 }
             }
         }
+        // Never at or inside a cache's overlay: a guard binds the host's directory writable, which there
+        // would send the program's new files into the host's cache (a cache `a` that a glob cap `*` makes
+        // read-only itself). The overlay already takes every new name into the run's own layer, and the
+        // mediator still checks each.
+        let overlays: Vec<PathBuf> = entries
+            .iter()
+            .filter(|e| e.op == MountOp::Overlay)
+            .map(|e| e.path.clone())
+            .collect();
+        guarded.retain(|d| !overlays.iter().any(|o| is_within(d, o)));
         // Parents first: a parent binds its entries back read-only, then a guarded child replaces its own.
         guarded.sort_by_key(|d| depth(d));
         let mut planned: std::collections::HashSet<PathBuf> =

@@ -124,6 +124,37 @@ fn explain_names_the_overlay_and_the_file_tools_answer() {
         .stdout_has("read only (they act on the host's cache)");
 }
 
+both_users! {
+    /// A cache whose directory a glob cap makes read-only itself (`fs.read-only = ["*"]`), in a project a
+    /// write glob guards (`**/*.rs` under a readable root): the cache keeps its overlay, so a new file in
+    /// it stays the run's. Found by the agreement suite: the guard bound the host's directory writable in
+    /// place of the overlay, and the mediator, asked about a name the cache makes writable, let the
+    /// program create it in the host's cache. Fails without the fix, as the suite did.
+    fn a_cache_capped_by_a_glob_keeps_its_overlay(d) {
+        d.write("proj/a/c/g.rs", "g\n").write("proj/b/e.txt", "e\n").mkdir("home");
+        let policy = "[profile.p]\nbase = \"${CWD}\"\nextends = \"system\"\nfs.read = [\"${CWD}\"]\n\
+                      fs.write = [\"${CWD}/**/*.rs\"]\nfs.read-only = [\"*\"]\nfs.cache = [\"a\"]\n";
+        d.write("p.toml", policy);
+        let (p, proj) = (d.path("p.toml"), d.path("proj"));
+        let out = d
+            .stockade([
+                "run",
+                "--policy",
+                p.to_str().unwrap(),
+                "--project",
+                proj.to_str().unwrap(),
+                "--",
+                "sh",
+                "-c",
+                "cd a && printf probe > new && cat new && mkdir d && echo x > d/y && cat d/y",
+            ])
+            .env("HOME", d.path("home").to_str().unwrap())
+            .run();
+        out.ok().stdout_has("probe").stdout_has("x");
+        assert_eq!(names(&d.path("proj/a")), ["c"]);
+    }
+}
+
 /// Whether `url` answers from this machine (outside any sandbox); a loud skip when not, a failure under
 /// `STOCKADE_REQUIRE_NETWORK=1` (CI, which reaches the package registries).
 fn registry_reachable(url: &str) -> bool {
