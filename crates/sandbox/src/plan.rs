@@ -163,6 +163,10 @@ impl MountPlan {
     ) -> Result<Self, SandboxError> {
         let mut plan = MountPlan::default();
         let mut entries: Vec<PlannedMount> = Vec::new();
+        // In the normalized form the plan's byte comparisons (`is_within`) expect: a caller's
+        // `/stockade-tmp/run/` is `/stockade-tmp/run`.
+        let temp_dir: PathBuf = temp_dir.components().collect();
+        let temp_dir = temp_dir.as_path();
         let special = |p: &Path| {
             is_within(p, Path::new("/proc"))
                 || is_within(p, Path::new("/dev"))
@@ -1187,6 +1191,35 @@ mod tests {
 
     fn op_at<'a>(plan: &'a MountPlan, p: &Path) -> Option<&'a MountOp> {
         plan.mounts.iter().find(|m| m.path == p).map(|m| &m.op)
+    }
+
+    /// A temp dir given with a trailing `/` is planned as the same private area: the plan's byte
+    /// comparisons see it normalized.
+    #[test]
+    fn a_temp_dir_written_with_a_trailing_slash_is_the_same_area() {
+        let (_tmp, root) = tree(&["w"], &[]);
+        let policy = PolicyBuilder::new({
+            let mut vars = Variables::default();
+            vars.set_path("CWD", &root)
+                .set_path("HOME", root.join("home"));
+            vars
+        })
+        .policy_text("[profile.p]\nfs.write = [\"w\"]\n", root.join("p.toml"))
+        .build()
+        .unwrap();
+        let plan = MountPlan::new(
+            &policy,
+            Path::new("/tmp/stockade-test/"),
+            None,
+            Siblings::Stubs,
+        )
+        .unwrap();
+        let temp = Path::new("/tmp/stockade-test");
+        assert!(matches!(
+            op_at(&plan, temp),
+            Some(MountOp::PrivateTmpfs { mode: 0o700, .. })
+        ));
+        assert_eq!(plan.private_area_hiding(&temp.join("x")), Some(temp));
     }
 
     #[test]
