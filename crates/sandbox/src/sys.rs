@@ -1013,11 +1013,9 @@ pub(crate) fn read_process_memory(pid: pid_t, addr: u64, buf: &mut [u8]) -> io::
 
 /// A duplicate of process `pidfd`'s descriptor `fd` in this process (close-on-exec).
 pub(crate) fn pidfd_getfd(pidfd: RawFd, fd: c_int) -> io::Result<std::os::fd::OwnedFd> {
-    use std::os::fd::FromRawFd;
     // SAFETY: integer arguments; the new descriptor is owned by the returned OwnedFd.
     let r = check_long(unsafe { libc::syscall(libc::SYS_pidfd_getfd, pidfd, fd, 0) })?;
-    // SAFETY: the kernel just returned this descriptor to us.
-    Ok(unsafe { std::os::fd::OwnedFd::from_raw_fd(r as RawFd) })
+    Ok(owned(r))
 }
 
 /// `openat(2)`, returning an owned descriptor.
@@ -1027,11 +1025,9 @@ pub(crate) fn openat(
     flags: c_int,
     mode: u32,
 ) -> io::Result<std::os::fd::OwnedFd> {
-    use std::os::fd::FromRawFd;
     // SAFETY: NUL-terminated path; the new descriptor is owned by the returned OwnedFd.
     let fd = check(unsafe { libc::openat(dir, path.as_ptr(), flags, mode) })?;
-    // SAFETY: the kernel just returned this descriptor to us.
-    Ok(unsafe { std::os::fd::OwnedFd::from_raw_fd(fd) })
+    Ok(owned(fd.into()))
 }
 
 /// `fstatat(2)` without following a final symlink: the file type bits, or the error.
@@ -1051,7 +1047,6 @@ pub(crate) fn openat2_exact(
     flags: c_int,
     mode: u32,
 ) -> io::Result<std::os::fd::OwnedFd> {
-    use std::os::fd::FromRawFd;
     // SAFETY: open_how is plain data.
     let mut how: libc::open_how = unsafe { std::mem::zeroed() };
     how.flags = flags as u64;
@@ -1075,9 +1070,7 @@ pub(crate) fn openat2_exact(
             std::mem::size_of::<libc::open_how>(),
         )
     };
-    let fd = check_long(fd)?;
-    // SAFETY: the kernel returned a new descriptor we own.
-    Ok(unsafe { std::os::fd::OwnedFd::from_raw_fd(fd as RawFd) })
+    Ok(owned(check_long(fd)?))
 }
 
 fn fstat(fd: RawFd) -> io::Result<libc::stat> {
