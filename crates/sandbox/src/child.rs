@@ -102,13 +102,10 @@ pub(crate) enum PreparedOp {
     },
 }
 
-/// Where a private overlay's upper and work directories are made: in one tmpfs for all the run's caches,
-/// in the staging root (never inside the new one), mounted with the first the init makes itself (or
-/// attached with the last the supervisor sends, [`crate::overlay`]).
+/// Where a private overlay's upper and work directories are made: in the run's tmpfs for its caches
+/// ([`Prepared::cache_layers`]).
 #[derive(Debug)]
 pub(crate) struct PrivateLayer {
-    /// The shared tmpfs's directory and options, mounted by the first cache the init makes itself.
-    pub(crate) tmpfs: (CString, CString),
     /// This cache's directory in it, holding `upper` and `work`.
     pub(crate) dir: CString,
     pub(crate) work: CString,
@@ -148,6 +145,10 @@ pub(crate) struct Prepared {
     pub(crate) proxy: Option<(RawFd, u16)>,
     /// The supervisor's end of that socket, which the init closes (so a failed init reads as the end).
     pub(crate) proxy_sup: Option<RawFd>,
+    /// The directory in the staging root (never inside the new one) of the one tmpfs holding every
+    /// private cache layer, and its options: mounted with the first overlay the init makes itself, or
+    /// attached with the last the supervisor sends ([`crate::overlay`]).
+    pub(crate) cache_layers: (CString, CString),
     /// Where the supervisor sends the cache overlays it made ([`crate::overlay`]), one descriptor per
     /// [`PreparedOp::Overlay`] in order, for as long as the stream lasts.
     pub(crate) overlay_sock: Option<RawFd>,
@@ -471,8 +472,8 @@ fn build_root(p: &Prepared) {
                         [overlay, more @ ..] if more.len() <= 1 => {
                             // With the last private overlay comes the tmpfs holding the layers: attached
                             // in the staging root, as the init's own would be, and gone with it.
-                            if let (Some(tmpfs), Some(layer)) = (more.first(), private) {
-                                let dir = &layer.tmpfs.0;
+                            if let (Some(tmpfs), Some(_)) = (more.first(), private) {
+                                let dir = &p.cache_layers.0;
                                 sys::mkdir(dir, 0o700).or_fail(p, 27);
                                 sys::move_mount_detached(tmpfs.as_raw_fd(), dir).or_fail(p, 27);
                                 layers_mounted = true;
@@ -486,7 +487,7 @@ fn build_root(p: &Prepared) {
                 }
                 if let Some(layer) = private {
                     if !layers_mounted {
-                        let (dir, data) = &layer.tmpfs;
+                        let (dir, data) = &p.cache_layers;
                         sys::mkdir(dir, 0o700).or_fail(p, 27);
                         mount_tmpfs(s, dir, nosuid_nodev, Some(data)).or_fail(p, 27);
                         layers_mounted = true;

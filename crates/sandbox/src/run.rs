@@ -826,8 +826,17 @@ impl Sandbox {
         let mut made: std::collections::HashSet<OsString> = std::collections::HashSet::new();
         // Directory mounts made so far (parents come first): visible (a bind) or not (a mask).
         let mut mounted: HashMap<&OsStr, bool> = HashMap::new();
-        // Private cache layers made so far.
+        // Private cache layers made so far, all in one tmpfs (a mount each cost a launch more), in the
+        // staging root beside /newroot: never visible inside.
         let mut caches = 0usize;
+        const LAYERS: &str = "/cache-layers";
+        let cache_layers = (
+            cstring(LAYERS)?,
+            cstring(match self.policy.limits().memory {
+                Some(size) => format!("mode=700,size={size}"),
+                None => "mode=700".to_string(),
+            })?,
+        );
         // The same overlays by host paths, for the supervisor to make beside the init (overlay.rs).
         let mut detached = Vec::new();
         for m in &self.plan.mounts {
@@ -895,14 +904,6 @@ impl Sandbox {
                             layers
                         }
                         None => {
-                            // One tmpfs for every cache of the run (a mount each cost a launch more),
-                            // in the staging root beside /newroot: never visible inside.
-                            const LAYERS: &str = "/cache-layers";
-                            let data = match self.policy.limits().memory {
-                                Some(size) => format!("mode=700,size={size}"),
-                                None => "mode=700".to_string(),
-                            };
-                            let tmpfs = (cstring(LAYERS)?, cstring(data)?);
                             detached.push(DetachedOverlay {
                                 lower: m.path.clone(),
                                 upper: UpperLayer::Private,
@@ -911,7 +912,6 @@ impl Sandbox {
                             caches += 1;
                             let work = format!("{dir}/work").into_bytes();
                             let private = child::PrivateLayer {
-                                tmpfs,
                                 dir: cstring(dir.clone())?,
                                 work: cstring(work.clone())?,
                             };
@@ -1110,6 +1110,7 @@ impl Sandbox {
             seccomp: crate::seccomp::program(),
             proxy: proxy_pair.map(|(_, child)| (child, PROXY_PORT)),
             proxy_sup: proxy_pair.map(|(sup, _)| sup),
+            cache_layers,
             overlay_sock: overlay_pair.map(|(_, child)| child),
             overlay_sup: overlay_pair.map(|(sup, _)| sup),
             cache_lock: self.cache_store.as_ref().map(CacheStore::lock_fd),
