@@ -199,6 +199,61 @@ pub(crate) fn fsmount_nosuid_nodev(fs: RawFd) -> io::Result<std::os::fd::OwnedFd
     Ok(owned(fd))
 }
 
+/// A detached bind mount of `dir/path` (`open_tree` with `OPEN_TREE_CLONE`, Linux 5.2), attached
+/// nowhere until [`move_mount_detached`]; it keeps the flags of the mount it is taken from.
+pub(crate) fn open_tree_clone(dir: RawFd, path: &CStr) -> io::Result<std::os::fd::OwnedFd> {
+    // SAFETY: a NUL-terminated path; the new descriptor is owned by the returned OwnedFd.
+    let fd = check_long(unsafe {
+        libc::syscall(
+            libc::SYS_open_tree,
+            dir,
+            path.as_ptr(),
+            libc::OPEN_TREE_CLONE | libc::OPEN_TREE_CLOEXEC,
+        )
+    })?;
+    Ok(owned(fd))
+}
+
+/// Whether the directory open at `fd` (not `O_PATH`) has no entry but `.` and `..`. A reply it cannot
+/// read counts as not empty, the answer that never skips anything.
+pub(crate) fn dir_is_empty(fd: RawFd) -> io::Result<bool> {
+    /// `struct linux_dirent64`'s records start 8-byte aligned.
+    #[repr(C, align(8))]
+    struct Records([u8; 1024]);
+    let mut records = Records([0; 1024]);
+    loop {
+        // SAFETY: the buffer is writable for its whole length and outlives the call.
+        let n = check_long(unsafe {
+            libc::syscall(
+                libc::SYS_getdents64,
+                fd,
+                records.0.as_mut_ptr(),
+                records.0.len(),
+            )
+        })? as usize;
+        if n == 0 {
+            return Ok(true);
+        }
+        let filled = &records.0[..n.min(records.0.len())];
+        let mut at = 0;
+        // Each record: inode (8 bytes), offset (8), its length (2), type (1), the NUL-terminated name.
+        while at < filled.len() {
+            let Some(&[lo, hi]) = filled.get(at + 16..at + 18) else {
+                return Ok(false);
+            };
+            let len = usize::from(u16::from_ne_bytes([lo, hi]));
+            let Some(name) = filled.get(at + 19..at + len) else {
+                return Ok(false);
+            };
+            let name = name.split(|&b| b == 0).next().unwrap_or_default();
+            if name != b"." && name != b".." {
+                return Ok(false);
+            }
+            at += len;
+        }
+    }
+}
+
 /// Attaches the detached mount `mnt` (from [`fsmount_nosuid_nodev`]) at `dst`.
 pub(crate) fn move_mount_detached(mnt: RawFd, dst: &CStr) -> io::Result<()> {
     // SAFETY: an empty NUL-terminated source path (the descriptor itself) and a NUL-terminated target.
@@ -1278,7 +1333,34 @@ pub(crate) fn setns(fd: RawFd, kind: c_int) -> io::Result<()> {
 
 #[cfg(test)]
 mod tests {
-    use super::{lookup_user, passwd_entry};
+    use super::{dir_is_empty, lookup_user, passwd_entry};
+
+    /// Only `.` and `..` make a directory empty, whatever the other names look like and however many of
+    /// them a read returns.
+    #[test]
+    fn a_directory_is_empty_with_nothing_but_its_dots() {
+        use std::os::fd::AsRawFd;
+        let base =
+            std::env::temp_dir().join(format!("stockade-empty-dir-test-{}", std::process::id()));
+        let is_empty = |dir: &std::path::Path| {
+            let fd = std::fs::File::open(dir).unwrap();
+            dir_is_empty(fd.as_raw_fd()).unwrap()
+        };
+        for (name, entries) in [
+            ("none", vec![]),
+            ("dots", vec!["...".to_string()]),
+            ("hidden", vec![".a".to_string()]),
+            ("long", (0..40).map(|i| format!("{i:0>200}")).collect()),
+        ] {
+            let dir = base.join(name);
+            std::fs::create_dir_all(&dir).unwrap();
+            for entry in &entries {
+                std::fs::write(dir.join(entry), "").unwrap();
+            }
+            assert_eq!(is_empty(&dir), entries.is_empty(), "{name}");
+        }
+        std::fs::remove_dir_all(&base).unwrap();
+    }
 
     #[test]
     fn passwd_lines_are_read_by_field() {
