@@ -1700,7 +1700,9 @@ fn reap_exited_children() {
 
 /// Reads what is available from a non-blocking fd; false at end of file.
 fn drain(fd: RawFd, into: &mut Vec<u8>) -> bool {
-    let mut buf = [0u8; 65536];
+    // Small: a large frame is probed page by page, and each new stack page is a page fault (dear on
+    // this kind of VM).
+    let mut buf = [0u8; 8192];
     loop {
         match sys::read(fd, &mut buf) {
             Ok(0) => return false,
