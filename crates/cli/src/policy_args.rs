@@ -72,7 +72,7 @@ pub(crate) fn variables(
     if let Some(dir) = git_dir.or_else(|| read.as_ref().map(|r| r.0.clone())) {
         vars.set_path("GIT_DIR", dir);
     }
-    if let Some(dir) = git_common_dir.or_else(|| read.map(|r| r.1)) {
+    if let Some(dir) = git_common_dir.or_else(|| read.as_ref().map(|r| r.1.clone())) {
         vars.set_path("GIT_COMMON_DIR", dir);
     }
     if may_read_agent_files && !args.pinned {
@@ -80,7 +80,9 @@ pub(crate) fn variables(
             .get("WORKTREE")
             .map_or_else(|| cwd.clone(), PathBuf::from);
         let home = vars.get("HOME").map(PathBuf::from).unwrap_or_default();
-        if let Some(hooks) = git_hooks_path(&project, &home) {
+        // The git dirs just read for the project, if its `.git` is a file: not read a second time.
+        let read = read.filter(|_| project == cwd);
+        if let Some(hooks) = git_hooks_path(&project, &home, read) {
             vars.set_path("GIT_HOOKS_PATH", hooks);
         }
     }
@@ -90,15 +92,20 @@ pub(crate) fn variables(
 /// The directory `core.hooksPath` names for the repository holding `project`, as git would read it now:
 /// the system, global, repository and worktree configuration in that order, the last setting winning;
 /// relative to the top of the work tree, `~/` to the home directory. `None` outside a repository or
-/// when it is not set. (`include` directives are not followed.)
-fn git_hooks_path(project: &Path, home: &Path) -> Option<PathBuf> {
+/// when it is not set. (`include` directives are not followed.) `project_git_dirs`: what
+/// [`git_dirs_named_by_file`] already read for `project`, if anything.
+fn git_hooks_path(
+    project: &Path,
+    home: &Path,
+    project_git_dirs: Option<(PathBuf, PathBuf)>,
+) -> Option<PathBuf> {
     let top = project.ancestors().find(|d| d.join(".git").exists())?;
     let dot_git = top.join(".git");
     // A linked worktree's git dir names the repository's common dir, where `config` lives.
-    let (git_dir, common) = if dot_git.is_dir() {
-        (dot_git.clone(), dot_git)
-    } else {
-        git_dirs_named_by_file(top)?
+    let (git_dir, common) = match project_git_dirs.filter(|_| top == project) {
+        Some(dirs) => dirs,
+        None if dot_git.is_dir() => (dot_git.clone(), dot_git),
+        None => git_dirs_named_by_file(top)?,
     };
     let xdg = std::env::var_os("XDG_CONFIG_HOME")
         .map_or_else(|| home.join(".config"), PathBuf::from)

@@ -126,6 +126,27 @@ both_users! {
 }
 
 both_users! {
+    /// In a linked worktree the directory `core.hooksPath` names is read from the repository's
+    /// configuration (through the worktree's `.git` file and the git dir's `commondir`) and held, relative
+    /// to the worktree's top, like the hooks of a plain repository.
+    fn a_linked_worktree_keeps_the_hooks_path_of_its_repository(d) {
+        let work = d.work();
+        let repo = d.path("repo");
+        std::fs::create_dir_all(&repo).unwrap();
+        setup_repo(&repo, &format!(
+            "git init -q && git config core.hooksPath .husky && mkdir .husky && echo ok > .husky/pre-commit \
+             && git add . && git -c user.name=t -c user.email=t@t commit -qm init && git worktree add -q {}",
+            work.display()
+        ));
+        d.chown_all();
+        let out = d.sh(&[], "echo evil > .husky/pre-commit; echo evil > .husky/post-checkout; echo end");
+        out.ok().stdout_has("end");
+        assert_eq!(d.read("work/.husky/pre-commit").as_deref(), Some("ok\n"));
+        assert!(!exists(&d.path("work/.husky/post-checkout")));
+    }
+}
+
+both_users! {
     /// `git init` where the project has no repository is refused: it would write the configuration the
     /// user's next `git` runs. A repository made before the run works, and so does one in a subdirectory.
     fn git_init_of_the_project_is_refused_but_a_subdirectory_is_not(d) {
