@@ -190,15 +190,19 @@ impl PolicyBuilder {
         let name = self.pick_profile(user.as_ref())?;
         // The built-ins are parsed only when the chain reaches them, and then only the profiles it
         // reaches: a hook call per tool use should not pay for profiles it does not use.
-        let builtin = if let Some(entry) = builtin_entry(&name, user.as_ref()) {
-            let text = builtin_text_for(entry).unwrap_or_else(|| BUILTIN_TOML.to_string());
-            Source::parse(text, None)?
-        } else {
-            Source {
+        let builtin = match builtin_entry(&name, user.as_ref()) {
+            Some(entry) => {
+                let text = match entry {
+                    BuiltinEntry::Profile(profile) => builtin_text_for(profile),
+                    BuiltinEntry::Loop => None,
+                };
+                Source::parse(text.unwrap_or_else(|| BUILTIN_TOML.to_string()), None)?
+            }
+            None => Source {
                 origin: None,
                 file: PolicyFile::default(),
                 newlines: Vec::new(),
-            }
+            },
         };
         let chain = profile_chain(&name, user.as_ref(), &builtin)?;
 
@@ -776,25 +780,34 @@ fn line_at(newlines: &[usize], offset: usize) -> usize {
     newlines.partition_point(|&n| n < offset) + 1
 }
 
-/// Whether resolving `name` reaches a built-in profile (a name the file lacks, or a profile extending its
-/// own name).
-/// The first profile of `name`'s chain that the user's file does not define, where the chain reaches the
-/// built-ins; `None` when it never does. A loop in the file gives a name the built-ins lack, so that the
-/// whole text is parsed and the resolution reports the loop.
-fn builtin_entry<'a>(name: &'a str, user: Option<&'a Source>) -> Option<&'a str> {
-    let Some(user) = user else { return Some(name) };
+/// Where a profile's chain reaches the built-in profiles.
+enum BuiltinEntry<'a> {
+    /// At this profile: the first of the chain that the user's file does not define, or one that
+    /// extends its own name.
+    Profile(&'a str),
+    /// Nowhere that was found: the file's chain is longer than any real one (a loop). The whole built-in
+    /// text is parsed, and the resolution reports the loop.
+    Loop,
+}
+
+/// Where resolving `name` reaches the built-in profiles; `None` when its chain stays in the user's file.
+fn builtin_entry<'a>(name: &'a str, user: Option<&'a Source>) -> Option<BuiltinEntry<'a>> {
+    let Some(user) = user else {
+        return Some(BuiltinEntry::Profile(name));
+    };
     let mut current = name;
     for _ in 0..64 {
         let Some(spec) = user.file.profile.get(current) else {
-            return Some(current);
+            return Some(BuiltinEntry::Profile(current));
         };
         match spec.extends.as_deref() {
             None => return None,
-            Some(parent) if parent == current => return Some(""),
+            // A user profile that extends its own name means the built-in of that name.
+            Some(parent) if parent == current => return Some(BuiltinEntry::Profile(current)),
             Some(parent) => current = parent,
         }
     }
-    Some("")
+    Some(BuiltinEntry::Loop)
 }
 
 struct ChainLink<'a> {

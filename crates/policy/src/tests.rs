@@ -813,3 +813,44 @@ fn trimmed_builtin_text_resolves_as_the_whole_text() {
     }
     assert!(crate::builtin::builtin_text_for("no-such-profile").is_none());
 }
+
+/// A user profile extending its own name extends the built-in of that name, which is parsed trimmed to
+/// its chain like any other: every built-in rule comes with its line in the whole built-in text.
+#[test]
+fn a_profile_extending_its_own_name_gets_the_builtin_of_that_name() {
+    let fx = Fixture::new();
+    let builtin_rules = |policy: &ResolvedPolicy| -> Vec<(ScopeKind, String, String, usize)> {
+        policy
+            .scopes()
+            .iter()
+            .filter_map(|s| match &s.source {
+                RuleSource::Builtin { profile, line } => {
+                    Some((s.kind, s.written.clone(), profile.clone(), *line))
+                }
+                RuleSource::File { .. } | RuleSource::Flag { .. } | RuleSource::Implicit { .. } => {
+                    None
+                }
+            })
+            .collect()
+    };
+    let builtin = PolicyBuilder::new(fx.vars())
+        .profile("workspace-write")
+        .build()
+        .unwrap();
+    let extended = PolicyBuilder::new(fx.vars())
+        .policy_text(
+            "[profile.workspace-write]\nextends = \"workspace-write\"\nfs.read = [\"notes\"]\n",
+            fx.root.join("policy.toml"),
+        )
+        .build()
+        .unwrap();
+    assert!(!builtin_rules(&builtin).is_empty());
+    assert_eq!(builtin_rules(&extended), builtin_rules(&builtin));
+    assert!(
+        extended
+            .scopes()
+            .iter()
+            .any(|s| s.written == "notes" && matches!(s.source, RuleSource::File { .. })),
+        "the file's own rule is there too"
+    );
+}
