@@ -199,6 +199,24 @@ pub(crate) fn fsmount_nosuid_nodev(fs: RawFd) -> io::Result<std::os::fd::OwnedFd
     Ok(owned(fd))
 }
 
+/// Moves `thread` off the CPU the caller runs on, onto any other it may use (nothing when there is no
+/// other).
+pub(crate) fn move_off_this_cpu(thread: libc::pthread_t) {
+    // SAFETY: cpu_set_t is plain data; the calls read and write it within its size.
+    unsafe {
+        let here = libc::sched_getcpu();
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        if here < 0 || libc::sched_getaffinity(0, std::mem::size_of_val(&set), &mut set) != 0 {
+            return;
+        }
+        libc::CPU_CLR(here as usize, &mut set);
+        if libc::CPU_COUNT(&set) == 0 {
+            return;
+        }
+        libc::pthread_setaffinity_np(thread, std::mem::size_of_val(&set), &set);
+    }
+}
+
 /// A detached bind mount of `dir/path` (`open_tree` with `OPEN_TREE_CLONE`, Linux 5.2), attached
 /// nowhere until [`move_mount_detached`]; it keeps the flags of the mount it is taken from.
 pub(crate) fn open_tree_clone(dir: RawFd, path: &CStr) -> io::Result<std::os::fd::OwnedFd> {
