@@ -219,12 +219,18 @@ pub(crate) async fn connect_first(
 pub struct Proxy {
     thread: Option<std::thread::JoinHandle<io::Result<()>>>,
     stop: Option<tokio::sync::oneshot::Sender<()>>,
+    /// Closed to stop the proxy while it still waits for its first connection, before its runtime.
+    wake: Option<std::io::PipeWriter>,
     state: Arc<State>,
 }
 
 impl Proxy {
     /// Starts serving. `listener` is called on the proxy's thread and yields the socket to accept on (the
     /// sandbox's, which arrives from its init while the supervisor goes on).
+    ///
+    /// The runtime and its threads are made when the first connection arrives: most runs (a build, a
+    /// test, a `grep`) never connect, and on a machine whose scheduler keeps new threads on their
+    /// creator's CPU, three threads made at launch held the sandbox's init back by a millisecond.
     pub fn start<F>(listener: F, config: ProxyConfig) -> io::Result<Proxy>
     where
         F: FnOnce() -> io::Result<TcpListener> + Send + 'static,
@@ -237,17 +243,22 @@ impl Proxy {
             refusals: Mutex::new(Vec::new()),
         });
         let (stop, stopped) = tokio::sync::oneshot::channel();
+        let (woken, wake) = std::io::pipe()?;
         let served = state.clone();
         let thread = std::thread::Builder::new()
             .name("stockade-proxy".into())
             .spawn(move || {
+                use std::os::fd::AsRawFd;
+                let listener = listener()?;
+                if !crate::sys::wait_for_connection(listener.as_raw_fd(), woken.as_raw_fd())? {
+                    return Ok(());
+                }
                 let runtime = tokio::runtime::Builder::new_multi_thread()
                     .worker_threads(2)
                     .thread_name("stockade-proxy")
                     .enable_all()
                     .build()?;
                 runtime.block_on(async move {
-                    let listener = listener()?;
                     listener.set_nonblocking(true)?;
                     let listener = tokio::net::TcpListener::from_std(listener)?;
                     serve(listener, served, stopped).await
@@ -256,6 +267,7 @@ impl Proxy {
         Ok(Proxy {
             thread: Some(thread),
             stop: Some(stop),
+            wake: Some(wake),
             state,
         })
     }
@@ -281,6 +293,7 @@ impl Proxy {
         if let Some(stop) = self.stop.take() {
             let _ = stop.send(());
         }
+        drop(self.wake.take());
         if let Some(thread) = self.thread.take() {
             let _ = thread.join();
         }
@@ -753,4 +766,51 @@ where
 
 async fn reply(stream: &mut TcpStream, code: u8) -> io::Result<()> {
     stream.write_all(&[5, code, 0, 1, 0, 0, 0, 0, 0, 0]).await
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io::{Read, Write};
+    use std::net::{TcpListener, TcpStream};
+
+    use super::{Proxy, ProxyConfig};
+
+    fn started() -> (Proxy, std::net::SocketAddr) {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let address = listener.local_addr().unwrap();
+        let config = ProxyConfig::new(stockade_policy::NetRules::default()).unwrap();
+        (Proxy::start(move || Ok(listener), config).unwrap(), address)
+    }
+
+    /// A run that never connects never gets the runtime, and finishing it does not wait for one (the
+    /// thread waiting for a first connection is woken; a generous deadline turns a hang into a failure).
+    #[test]
+    fn a_proxy_nobody_connects_to_finishes_at_once() {
+        let (proxy, _) = started();
+        let (done, finished) = std::sync::mpsc::channel();
+        std::thread::spawn(move || done.send(proxy.finish()));
+        let report = finished
+            .recv_timeout(std::time::Duration::from_secs(60))
+            .expect("finishing a proxy nobody connected to hung");
+        assert_eq!(
+            (report.allowed_connections, report.refused_connections),
+            (0, 0)
+        );
+    }
+
+    /// The first connection starts the runtime and is served: a host no rule allows is refused with an
+    /// answer, and counted.
+    #[test]
+    fn the_first_connection_is_served() {
+        let (proxy, address) = started();
+        let mut client = TcpStream::connect(address).unwrap();
+        client
+            .write_all(b"CONNECT example.com:443 HTTP/1.1\r\nHost: example.com:443\r\n\r\n")
+            .unwrap();
+        let mut answer = [0u8; 12];
+        client.read_exact(&mut answer).unwrap();
+        assert_eq!(&answer, b"HTTP/1.1 403");
+        let report = proxy.finish();
+        assert_eq!(report.refused_connections, 1);
+    }
 }

@@ -1,8 +1,8 @@
-//! The host's own interface addresses, and the pipes and `splice` calls of the tunnels; the only module
-//! with `unsafe`.
+//! The host's own interface addresses, the pipes and `splice` calls of the tunnels, and the wait for a
+//! proxy's first connection; the only module with `unsafe`.
 #![allow(
     unsafe_code,
-    reason = "getifaddrs, pipe2 and splice have no std equivalent; each block documents why it is sound"
+    reason = "getifaddrs, pipe2, splice and poll have no std equivalent; each block documents why it is sound"
 )]
 
 use std::io;
@@ -87,4 +87,40 @@ pub(crate) fn shutdown_write(socket: RawFd) -> io::Result<()> {
         }
     }
     Ok(())
+}
+
+/// Waits until `listener` has a connection to accept (`true`) or `stop` is readable or closed (`false`).
+pub(crate) fn wait_for_connection(listener: RawFd, stop: RawFd) -> io::Result<bool> {
+    let mut fds = [
+        libc::pollfd {
+            fd: listener,
+            events: libc::POLLIN,
+            revents: 0,
+        },
+        libc::pollfd {
+            fd: stop,
+            events: libc::POLLIN,
+            revents: 0,
+        },
+    ];
+    loop {
+        // SAFETY: `fds` is a valid array of two pollfd for the duration of the call.
+        let n = unsafe { libc::poll(fds.as_mut_ptr(), 2, -1) };
+        if n < 0 {
+            let e = io::Error::last_os_error();
+            if e.kind() == io::ErrorKind::Interrupted {
+                continue;
+            }
+            return Err(e);
+        }
+        if fds[1].revents != 0 {
+            return Ok(false);
+        }
+        if fds[0].revents & libc::POLLIN != 0 {
+            return Ok(true);
+        }
+        if fds[0].revents != 0 {
+            return Err(io::Error::other("the proxy's listener failed"));
+        }
+    }
 }
