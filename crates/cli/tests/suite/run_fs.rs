@@ -475,12 +475,14 @@ both_users! {
     /// by its path lands in the new one, never in the one renamed away.
     fn a_directory_made_again_during_the_run_takes_new_names(d) {
         d.write("work/out/old.txt", "old\n").write("work/dist/keep.txt", "keep\n");
-        d.sh(&[], "rm -rf out && mkdir out && mkdir out/d && echo new > out/d/f && cat out/d/f && \
+        // A name made in each first: the mediator has seen the directories at their paths since.
+        d.sh(&[], "echo a > out/a && echo b > dist/b && \
+                   rm -rf out && mkdir out && mkdir out/d && echo new > out/d/f && cat out/d/f && \
                    mv dist dist.old && mkdir dist && echo made > dist/g && ls dist dist.old")
             .ok()
             .stdout_has("new\n")
             .stdout_has("dist:\ng\n")
-            .stdout_has("dist.old:\nkeep.txt\n");
+            .stdout_has("dist.old:\nb\nkeep.txt\n");
         assert_eq!(d.read("work/out/d/f").as_deref(), Some("new\n"));
         assert_eq!(d.read("work/dist/g").as_deref(), Some("made\n"));
         assert!(!exists(&d.work().join("dist.old/g")));
