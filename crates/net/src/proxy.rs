@@ -230,7 +230,7 @@ impl Proxy {
     ///
     /// The runtime and its threads are made when the first connection arrives: most runs (a build, a
     /// test, a `grep`) never connect, and on a machine whose scheduler keeps new threads on their
-    /// creator's CPU, three threads made at launch held the sandbox's init back by a millisecond.
+    /// creator's CPU, three threads made at launch held the sandbox's init back (half a millisecond).
     pub fn start<F>(listener: F, config: ProxyConfig) -> io::Result<Proxy>
     where
         F: FnOnce() -> io::Result<TcpListener> + Send + 'static,

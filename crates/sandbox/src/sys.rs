@@ -200,7 +200,8 @@ pub(crate) fn fsmount_nosuid_nodev(fs: RawFd) -> io::Result<std::os::fd::OwnedFd
 }
 
 /// Moves `thread` off the CPU the caller runs on, onto any other it may use (nothing when there is no
-/// other).
+/// other). The thread must not have ended: glibc would then move the caller instead (an ended thread's
+/// id reads 0, which means the caller), so the caller makes sure it cannot end before this returns.
 pub(crate) fn move_off_this_cpu(thread: libc::pthread_t) {
     // SAFETY: cpu_set_t is plain data; the calls read and write it within its size.
     unsafe {
