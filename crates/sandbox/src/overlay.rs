@@ -152,13 +152,21 @@ fn make_overlay(fs: &OwnedFd, upper: OwnedFd, work: OwnedFd) -> io::Result<Owned
     sys::fsmount_nosuid_nodev(fs.as_raw_fd())
 }
 
-/// One tmpfs for every private upper layer of the run (mode 0700, as large as the memory limit), like the
-/// one the init would mount in its staging root.
+/// The options of the one tmpfs holding every private upper layer of the run: mode 0700, as large as the
+/// memory limit. The init mounts it with them as `mount(2)` data when it makes the layers itself; here
+/// they are set one by one.
+pub(crate) fn layers_tmpfs_options(size: Option<u64>) -> Vec<(&'static str, String)> {
+    let mut options = vec![("mode", "700".to_string())];
+    options.extend(size.map(|size| ("size", size.to_string())));
+    options
+}
+
+/// The tmpfs of [`layers_tmpfs_options`], detached, like the one the init would mount in its staging
+/// root.
 fn layers_tmpfs(size: Option<u64>) -> io::Result<OwnedFd> {
     let fs = sys::fsopen(c"tmpfs")?;
-    sys::fsconfig_string(fs.as_raw_fd(), c"mode", c"700")?;
-    if let Some(size) = size {
-        sys::fsconfig_string(fs.as_raw_fd(), c"size", &cstring(size.to_string())?)?;
+    for (key, value) in layers_tmpfs_options(size) {
+        sys::fsconfig_string(fs.as_raw_fd(), &cstring(key)?, &cstring(value)?)?;
     }
     sys::fsconfig_create(fs.as_raw_fd())?;
     sys::fsmount_nosuid_nodev(fs.as_raw_fd())

@@ -844,10 +844,13 @@ impl Sandbox {
         const LAYERS: &str = "/cache-layers";
         let cache_layers = (
             cstring(LAYERS)?,
-            cstring(match self.policy.limits().memory {
-                Some(size) => format!("mode=700,size={size}"),
-                None => "mode=700".to_string(),
-            })?,
+            cstring(
+                crate::overlay::layers_tmpfs_options(self.policy.limits().memory)
+                    .iter()
+                    .map(|(key, value)| format!("{key}={value}"))
+                    .collect::<Vec<_>>()
+                    .join(","),
+            )?,
         );
         // The same overlays by host paths, for the supervisor to make beside the init (overlay.rs).
         let mut detached = Vec::new();
