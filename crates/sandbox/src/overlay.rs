@@ -84,23 +84,18 @@ fn send_all(overlays: &[DetachedOverlay], tmpfs_size: Option<u64>, sock: RawFd) 
         // The merged root is the upper layer's root: it gets the host directory's owner and mode, so the
         // program (perhaps another user, with `--user`) may write where it could read.
         let owner = sys::fd_owner_and_mode(lower.as_raw_fd())?;
-        let empty =
-            matches!(overlay.upper, UpperLayer::Private) && sys::dir_is_empty(lower.as_raw_fd())?;
-        // Over an empty directory an overlay would show only its upper layer: that layer bound alone is
-        // the same view, without making an overlay (a sixth of a millisecond each, and most of the
-        // built-in profile's caches are empty on a machine that does not use every toolchain). Not even
-        // its context is opened: dropping one that made no overlay waits for an RCU grace period.
-        let fs = if empty {
-            None
-        } else {
-            // The lower layer first: a kernel that takes no layer as a descriptor (before 6.15)
-            // refuses it here, before a tmpfs is made that would then have to be unmounted.
-            let fs = sys::fsopen(c"overlay")?;
-            sys::fsconfig_fd(fs.as_raw_fd(), c"lowerdir+", lower.as_raw_fd())?;
-            Some(fs)
-        };
-        let mount = match (&overlay.upper, fs) {
-            (UpperLayer::Private, fs) => {
+        let mount = match &overlay.upper {
+            UpperLayer::Private => {
+                // Over an empty directory an overlay would show only its upper layer: that layer bound
+                // alone is the same view, without making an overlay (a sixth of a millisecond each, and
+                // most of the built-in profile's caches are empty on a machine that does not use every
+                // toolchain). Not even its context is opened: dropping one that made no overlay waits for
+                // an RCU grace period.
+                let fs = if sys::dir_is_empty(lower.as_raw_fd())? {
+                    None
+                } else {
+                    Some(overlay_context(&lower)?)
+                };
                 let tmpfs = match &private_tmpfs {
                     Some(fd) => fd,
                     None => private_tmpfs.insert(layers_tmpfs(tmpfs_size)?),
@@ -121,8 +116,8 @@ fn send_all(overlays: &[DetachedOverlay], tmpfs_size: Option<u64>, sock: RawFd) 
                     }
                 }
             }
-            (UpperLayer::Stored { upper, work }, fs) => {
-                let fs = fs.ok_or_else(|| io::Error::from(io::ErrorKind::InvalidInput))?;
+            UpperLayer::Stored { upper, work } => {
+                let fs = overlay_context(&lower)?;
                 let upper = cstring(upper.as_os_str().as_bytes())?;
                 let work = cstring(work.as_os_str().as_bytes())?;
                 give(libc::AT_FDCWD, &upper, owner)?;
@@ -142,6 +137,14 @@ fn send_all(overlays: &[DetachedOverlay], tmpfs_size: Option<u64>, sock: RawFd) 
         }
     }
     Ok(())
+}
+
+/// An overlay's context with its lower layer, given first: a kernel that takes no layer as a descriptor
+/// (before 6.15) refuses it here, before a tmpfs is made that would then have to be unmounted.
+fn overlay_context(lower: &OwnedFd) -> io::Result<OwnedFd> {
+    let fs = sys::fsopen(c"overlay")?;
+    sys::fsconfig_fd(fs.as_raw_fd(), c"lowerdir+", lower.as_raw_fd())?;
+    Ok(fs)
 }
 
 /// Makes the overlay whose lower layer `fs` has, on `upper` and `work`.
