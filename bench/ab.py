@@ -4,10 +4,15 @@ warm-up rounds, each round starting with the next command, and prints each one's
 median of its paired difference from the first command. On this shared VM the load drifts within
 minutes; hyperfine runs one command's runs after the other's, so a drift lands on one of them, while a
 difference paired round by round cancels it.
-    python3 bench/ab.py N 'CMD A' 'CMD B' ...   (commands are split like a shell would; no pipes)
+    python3 bench/ab.py [-p 'PREPARE'] N 'CMD A' 'CMD B' ...   (commands are split like a shell would; no
+    pipes). PREPARE runs through `sh -c` before each command, untimed (`rm -rf out && mkdir out`).
 """
 import os, sys, time, statistics, shlex
-n = int(sys.argv[1]); cmds = [shlex.split(c) for c in sys.argv[2:]]
+args = sys.argv[1:]
+prepare = None
+if args[0] == "-p":
+    prepare, args = ["sh", "-c", args[1]], args[2:]
+n = int(args[0]); cmds = [shlex.split(c) for c in args[1:]]
 times = [[] for _ in cmds]
 devnull = os.open(os.devnull, os.O_WRONLY)
 for r in range(n + 20):
@@ -15,6 +20,8 @@ for r in range(n + 20):
     # 0.2 to 0.4 ms in a 10 ms launch, the same binary against itself), and rotating cancels that.
     for i in [(r + k) % len(cmds) for k in range(len(cmds))]:
         c = cmds[i]
+        if prepare:
+            os.waitpid(os.posix_spawnp(prepare[0], prepare, os.environ), 0)
         t = time.perf_counter()
         pid = os.posix_spawnp(c[0], c, os.environ, file_actions=[(os.POSIX_SPAWN_DUP2, devnull, 1)])
         os.waitpid(pid, 0)

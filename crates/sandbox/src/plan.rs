@@ -1106,7 +1106,7 @@ fn sort_for_mounting(mounts: &mut Vec<PlannedMount>) {
 /// `path` is `dir` or lies beneath it: [`Path::starts_with`] for the normalized absolute paths a plan
 /// holds (no `.`, `..`, repeated or trailing `/`), comparing bytes rather than components, as it runs
 /// hundreds of times a launch.
-fn is_within(path: &Path, dir: &Path) -> bool {
+pub(crate) fn is_within(path: &Path, dir: &Path) -> bool {
     let (path, dir) = (path.as_os_str().as_bytes(), dir.as_os_str().as_bytes());
     path.starts_with(dir)
         && (path.len() == dir.len() || dir == b"/" || path.get(dir.len()) == Some(&b'/'))

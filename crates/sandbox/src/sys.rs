@@ -1092,6 +1092,25 @@ pub(crate) fn pidfd_getfd(pidfd: RawFd, fd: c_int) -> io::Result<std::os::fd::Ow
     Ok(owned(r))
 }
 
+/// Whether descriptor `mine` of this process (`me`) and process `pid`'s descriptor `theirs` are the same
+/// open file (`kcmp(2)`, `KCMP_FILE`). Holding `mine` keeps that file alive, so equal means the same file
+/// whatever has happened to `pid` since.
+pub(crate) fn same_open_file(me: pid_t, mine: RawFd, pid: pid_t, theirs: c_int) -> bool {
+    const KCMP_FILE: c_int = 0;
+    // SAFETY: integer arguments.
+    let r = unsafe {
+        libc::syscall(
+            libc::SYS_kcmp,
+            me,
+            pid,
+            KCMP_FILE,
+            mine as libc::c_ulong,
+            theirs as libc::c_ulong,
+        )
+    };
+    r == 0
+}
+
 /// `openat(2)`, returning an owned descriptor.
 pub(crate) fn openat(
     dir: RawFd,

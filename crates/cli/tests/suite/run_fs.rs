@@ -469,6 +469,42 @@ make('.', '.mcp.json')
 }
 
 both_users! {
+    /// Names made through a directory descriptor the program keeps using (as `tar` does) are judged by
+    /// the directory the descriptor is now, not the one it was: after the same number is made to name
+    /// the project root, an ordinary name is made there (the root's names are checked, so the mediator
+    /// makes it) and a protected one is refused; the rename of the old directory is seen too.
+    fn a_descriptor_number_used_again_names_its_new_directory(d) {
+        d.write("work/out/keep.txt", "keep\n").write("work/other/keep.txt", "keep\n");
+        d.write("work/reuse.py", r#"import os
+def make(fd, name):
+    try:
+        os.close(os.open(name, os.O_CREAT | os.O_WRONLY | os.O_EXCL, 0o644, dir_fd=fd))
+        print('made', name)
+    except OSError as e:
+        print('refused', name, e.errno)
+fd = os.open('out', os.O_RDONLY | os.O_DIRECTORY)
+for i in range(3):
+    make(fd, f'a{i}')
+root = os.open('.', os.O_RDONLY | os.O_DIRECTORY)
+os.dup2(root, fd)
+make(fd, 'top.txt')
+make(fd, '.mcp.json')
+other = os.open('other', os.O_RDONLY | os.O_DIRECTORY)
+os.dup2(other, fd)
+make(fd, 'b0')
+make(fd, 'b1')
+"#);
+        d.sh(&[], "python3 reuse.py")
+            .ok()
+            .stdout_has("made a0\nmade a1\nmade a2\nmade top.txt\nrefused .mcp.json 13\nmade b0\nmade b1\n");
+        assert!(exists(&d.work().join("out/a2")));
+        assert!(exists(&d.work().join("top.txt")));
+        assert!(!exists(&d.work().join(".mcp.json")));
+        assert!(exists(&d.work().join("other/b1")));
+    }
+}
+
+both_users! {
     /// A directory that exists at start, removed and made again during the run (`rm -rf out && mkdir
     /// out`, a clean build), or renamed away with a new one made by its name, is a new directory: names
     /// are made in it (Landlock's rule stayed on the old one, so the mediator makes them), and a file made
