@@ -217,9 +217,11 @@ fn mediator_main(sock: RawFd, config: &MediatorConfig, report_w: RawFd) -> std::
         config,
         roots,
         create_dirs,
-        create_dirs_seen: CreateDirsSeen::default(),
+        create_dirs_seen: SeenInPlace::default(),
+        roots_seen: SeenInPlace::default(),
         dirfds: DirfdPaths::default(),
         umasks: std::collections::HashMap::new(),
+        applied_umask: None,
         workers: Workers::default(),
         findings: Findings::default(),
         proc,
@@ -304,7 +306,9 @@ struct Mediator<'a> {
     /// [`MediatorConfig::create_dirs`], each with the directory it named when the run started.
     create_dirs: Vec<(PathBuf, (u64, u64))>,
     /// Which of them were found still at their path, lately.
-    create_dirs_seen: CreateDirsSeen,
+    create_dirs_seen: SeenInPlace,
+    /// Which of `roots` were found still at their path, lately.
+    roots_seen: SeenInPlace,
     /// The paths of the directory descriptors callers create names beneath again and again.
     dirfds: DirfdPaths,
     /// Each thread's umask, read once from `/proc/<tid>/status` (the costliest read of a mediated
@@ -313,6 +317,8 @@ struct Mediator<'a> {
     /// space wrapped, 4 million threads later, could meet an old entry: the cache is also emptied every
     /// 4,096 threads.)
     umasks: std::collections::HashMap<i32, u32>,
+    /// The umask this thread has now, once it has set one ([`Mediator::apply_umask`]).
+    applied_umask: Option<u32>,
     /// Threads that make the calls that may wait (`connect`, `bind`) and answer for them.
     workers: Workers,
     findings: Findings,
@@ -320,19 +326,23 @@ struct Mediator<'a> {
     proc: OwnedFd,
 }
 
-/// Which [`Mediator::create_dirs`] were found still at their path (by device and inode) since the last
-/// call that could have put another directory there, and not long ago: a `stat` of each for every
-/// creation was a tenth of a mediated creation's cost. Only a directory made, renamed or linked in its
-/// place replaces one, and each of those calls stops at the filter and forgets what was seen; a change
-/// from outside the sandbox is noticed within [`CreateDirsSeen::FOR`]. Never a question of security: a
-/// creation let through goes to Landlock, which knows only the directory that had the name at the start.
+/// Which of a list of directories ([`Mediator::create_dirs`], [`Mediator::roots`]) were found still at
+/// their path (by device and inode) since the last call that could have put another directory there,
+/// and not long ago: a `stat` of each for every creation was a tenth of a mediated creation's cost. Only
+/// a directory made, renamed or linked in its place replaces one (a program cannot mount), and each of
+/// those calls stops at the filter and forgets what was seen; a change from outside the sandbox is
+/// noticed within [`SeenInPlace::FOR`]. For `create_dirs` never a question of security: a creation let
+/// through goes to Landlock, which knows only the directory that had the name at the start. For `roots`
+/// the directory the mediator makes a name in is one the run was granted at its start, by Landlock
+/// too; only a user's own rename outside the sandbox within that time could make the name land in it
+/// where it now lies.
 #[derive(Default)]
-struct CreateDirsSeen {
+struct SeenInPlace {
     seen: Vec<usize>,
     since: Option<std::time::Instant>,
 }
 
-impl CreateDirsSeen {
+impl SeenInPlace {
     const FOR: std::time::Duration = std::time::Duration::from_millis(100);
 
     fn contains(&mut self, index: usize) -> bool {
@@ -346,7 +356,9 @@ impl CreateDirsSeen {
         if self.seen.is_empty() {
             self.since = Some(std::time::Instant::now());
         }
-        self.seen.push(index);
+        if !self.seen.contains(&index) {
+            self.seen.push(index);
+        }
     }
 
     fn forget(&mut self) {
@@ -480,7 +492,7 @@ fn wait_for_notification(listener: RawFd, timeout_ms: i32) -> bool {
     }
 }
 
-/// Whether a call can put a directory where another was (see [`CreateDirsSeen`]).
+/// Whether a call can put a directory where another was (see [`SeenInPlace`]).
 fn puts_a_directory_in_place(nr: libc::c_long) -> bool {
     match nr {
         libc::SYS_mkdirat
@@ -576,6 +588,7 @@ impl Mediator<'_> {
         }
         if puts_a_directory_in_place(n.data.nr as libc::c_long) {
             self.create_dirs_seen.forget();
+            self.roots_seen.forget();
         }
         // Creations where no name-based rule applies proceed in the kernel: Landlock lets the caller create
         // any name there and nowhere else, so whatever the path says by the time the kernel reads it
@@ -737,11 +750,23 @@ impl Mediator<'_> {
     /// policy's decision for that path is the decision for what is made. `None` sends the call down the
     /// general road (a symlink or a mount on the way, a refusal to explain, anything unusual).
     fn direct(&mut self, call: &Call, dir: &Path, name: &[u8], what: Direct) -> Option<Answer> {
-        let held = self
-            .roots
-            .iter()
-            .filter(|r| crate::plan::is_within(dir, &r.path) && r.still_at_its_path())
-            .max_by_key(|r| r.path.as_os_str().len())?;
+        let mut deepest: Option<usize> = None;
+        for (index, r) in self.roots.iter().enumerate() {
+            if !crate::plan::is_within(dir, &r.path)
+                || deepest.is_some_and(|d| {
+                    self.roots[d].path.as_os_str().len() >= r.path.as_os_str().len()
+                })
+            {
+                continue;
+            }
+            if self.roots_seen.contains(index) {
+                deepest = Some(index);
+            } else if r.still_at_its_path() {
+                self.roots_seen.insert(index);
+                deepest = Some(index);
+            }
+        }
+        let held = &self.roots[deepest?];
         let (root, root_fd) = (&held.path, &held.fd);
         let target = dir.join(OsStr::from_bytes(name));
         if !self.allows(&target, Access::Write) {
@@ -762,14 +787,13 @@ impl Mediator<'_> {
                     // make is exclusive, so nothing that exists (a FIFO, a device) is opened here; what
                     // exists is the caller's to open. A path rewritten meanwhile reaches only what
                     // Landlock lets the caller open or create itself, as on the kernel's road.
-                    let old = sys::umask(umask);
+                    self.apply_umask(umask);
                     let made = sys::openat2_exact(
                         root_fd,
                         &rel,
                         libc::O_WRONLY | libc::O_CREAT | libc::O_EXCL | libc::O_CLOEXEC,
                         mode,
                     );
-                    sys::umask(old);
                     return match made {
                         Ok(_) => Some(Answer::Continue),
                         Err(e) if errno(&e) == libc::EEXIST => Some(Answer::Continue),
@@ -778,9 +802,8 @@ impl Mediator<'_> {
                 }
                 let cloexec = flags & libc::O_CLOEXEC != 0;
                 let flags = flags | libc::O_CLOEXEC | libc::O_NOFOLLOW;
-                let old = sys::umask(umask);
+                self.apply_umask(umask);
                 let file = sys::openat2_exact(root_fd, &rel, flags, mode);
-                sys::umask(old);
                 Some(Answer::Fd {
                     fd: file.ok()?,
                     cloexec,
@@ -800,9 +823,8 @@ impl Mediator<'_> {
                     0,
                 )
                 .ok()?;
-                let old = sys::umask(umask);
+                self.apply_umask(umask);
                 let made = sys::mkdir_at(parent_fd.as_raw_fd(), &cstr(name), mode);
-                sys::umask(old);
                 match made {
                     Ok(()) => Some(Answer::Value(0)),
                     Err(e) if errno(&e) == libc::EEXIST => Some(Answer::Errno(libc::EEXIST)),
@@ -895,14 +917,13 @@ impl Mediator<'_> {
         };
         // The final symlink, if any, was followed above: never follow one planted since.
         let umask = self.umask_of(call);
-        let old = sys::umask(umask);
+        self.apply_umask(umask);
         let opened = sys::openat(
             r.dir.as_raw_fd(),
             name,
             flags | libc::O_NOFOLLOW | libc::O_CLOEXEC,
             mode,
         );
-        sys::umask(old);
         let file = opened.map_err(|e| errno(&e))?;
         Ok(Answer::Fd { fd: file, cloexec })
     }
@@ -921,12 +942,11 @@ impl Mediator<'_> {
         let r = self.resolve(call, dirfd, &path, false)?;
         self.check_new_name(name, &r)?;
         let umask = self.umask_of(call);
-        let old = sys::umask(umask);
+        self.apply_umask(umask);
         let made = match dev {
             None => sys::mkdir_at(r.dir.as_raw_fd(), &r.name, mode),
             Some(dev) => sys::mknod_at(r.dir.as_raw_fd(), &r.name, mode, dev),
         };
-        sys::umask(old);
         made.map_err(|e| errno(&e))?;
         Ok(Answer::Value(0))
     }
@@ -1145,6 +1165,16 @@ impl Mediator<'_> {
             sys::umask(umask);
             sys::bind_unix_relative(sock.as_raw_fd(), r.name.as_bytes())
         })
+    }
+
+    /// Makes `umask` this thread's umask for the creation it performs next. It stays until another is
+    /// needed: nothing else this thread does creates a file (workers have their own), and setting and
+    /// restoring it cost two system calls a creation.
+    fn apply_umask(&mut self, umask: u32) {
+        if self.applied_umask != Some(umask) {
+            sys::umask(umask);
+            self.applied_umask = Some(umask);
+        }
     }
 
     /// The caller's umask (see [`Mediator::umasks`]).
