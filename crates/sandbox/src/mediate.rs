@@ -375,12 +375,17 @@ impl SeenInPlace {
 /// taken only when the same one is used twice in a row, so that a program that opens a directory for
 /// each name it makes pays little for it (taking one costs about 2 us more than a `readlink`). Never a
 /// question of security: the path only chooses the road ([`Mediator::kernel_may_create`]), and on the
-/// road it picks the kernel's Landlock rules decide.
+/// road it picks the kernel's Landlock rules decide. But the path must be the directory's: the paths are
+/// forgotten whenever a call could have moved or replaced a directory (`rename`, `mkdir`, `symlink`,
+/// `link`, each stopped at the filter; see [`puts_a_directory_in_place`]) and after
+/// [`SeenInPlace::FOR`], for changes made from outside the sandbox.
 #[derive(Default)]
 struct DirfdPaths {
     /// This process's pid, read once.
     me: Option<i32>,
     entries: Vec<DirfdPath>,
+    /// When the oldest of `entries` was taken.
+    since: Option<std::time::Instant>,
     /// The last descriptor looked up that was not in `entries`: (pid, fd).
     last_missed: Option<(i32, i32)>,
     /// Descriptors found to name another file before their entry was used once: taken no more.
@@ -405,6 +410,9 @@ impl DirfdPaths {
     fn path_of(&mut self, call: &Call, fd: i32, proc: RawFd) -> Option<Vec<u8>> {
         if fd < 0 {
             return None;
+        }
+        if self.since.is_some_and(|t| t.elapsed() > SeenInPlace::FOR) {
+            self.forget();
         }
         let me = *self.me.get_or_insert_with(|| std::process::id() as i32);
         let key = (call.pid, fd);
@@ -439,6 +447,9 @@ impl DirfdPaths {
             path: path.clone(),
             used: false,
         };
+        if self.entries.is_empty() {
+            self.since = Some(std::time::Instant::now());
+        }
         if self.entries.len() < Self::ENTRIES {
             self.entries.push(entry);
         } else {
@@ -446,6 +457,13 @@ impl DirfdPaths {
             self.next = (self.next + 1) % Self::ENTRIES;
         }
         Some(path)
+    }
+
+    /// Drops every path (see the type).
+    fn forget(&mut self) {
+        self.entries.clear();
+        self.since = None;
+        self.next = 0;
     }
 }
 
@@ -589,6 +607,7 @@ impl Mediator<'_> {
         if puts_a_directory_in_place(n.data.nr as libc::c_long) {
             self.create_dirs_seen.forget();
             self.roots_seen.forget();
+            self.dirfds.forget();
         }
         // Creations where no name-based rule applies proceed in the kernel: Landlock lets the caller create
         // any name there and nowhere else, so whatever the path says by the time the kernel reads it

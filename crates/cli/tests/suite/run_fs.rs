@@ -472,7 +472,8 @@ both_users! {
     /// Names made through a directory descriptor the program keeps using (as `tar` does) are judged by
     /// the directory the descriptor is now, not the one it was: after the same number is made to name
     /// the project root, an ordinary name is made there (the root's names are checked, so the mediator
-    /// makes it) and a protected one is refused; the rename of the old directory is seen too.
+    /// makes it) and a protected one is refused; after the directory is renamed away and another made by
+    /// its name, a name made through the descriptor lands in the one renamed.
     fn a_descriptor_number_used_again_names_its_new_directory(d) {
         d.write("work/out/keep.txt", "keep\n").write("work/other/keep.txt", "keep\n");
         d.write("work/reuse.py", r#"import os
@@ -493,14 +494,20 @@ other = os.open('other', os.O_RDONLY | os.O_DIRECTORY)
 os.dup2(other, fd)
 make(fd, 'b0')
 make(fd, 'b1')
+os.rename('other', 'moved')
+os.mkdir('other')
+make(fd, 'b2')
 "#);
-        d.sh(&[], "python3 reuse.py")
-            .ok()
-            .stdout_has("made a0\nmade a1\nmade a2\nmade top.txt\nrefused .mcp.json 13\nmade b0\nmade b1\n");
+        d.sh(&[], "python3 reuse.py").ok().stdout_has(
+            "made a0\nmade a1\nmade a2\nmade top.txt\nrefused .mcp.json 13\nmade b0\nmade b1\nmade b2\n",
+        );
         assert!(exists(&d.work().join("out/a2")));
         assert!(exists(&d.work().join("top.txt")));
         assert!(!exists(&d.work().join(".mcp.json")));
-        assert!(exists(&d.work().join("other/b1")));
+        assert!(exists(&d.work().join("moved/b1")));
+        // The descriptor still names the directory renamed away, and so does the file made through it.
+        assert!(exists(&d.work().join("moved/b2")));
+        assert!(!exists(&d.work().join("other/b2")));
     }
 }
 
