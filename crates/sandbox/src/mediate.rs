@@ -491,7 +491,8 @@ fn identity(path: &Path) -> Option<(u64, u64)> {
 }
 
 /// Waits up to `timeout_ms` (-1: until something happens) for the listener to have a notification;
-/// `false` when every process under the filter has exited (POLLHUP and nothing to read).
+/// `false` when every process under the filter has exited (POLLHUP and nothing to read), or the listener
+/// is unusable (never expected: the loop must not spin on it).
 fn wait_for_notification(listener: RawFd, timeout_ms: i32) -> bool {
     loop {
         let mut p = [libc::pollfd {
@@ -501,7 +502,9 @@ fn wait_for_notification(listener: RawFd, timeout_ms: i32) -> bool {
         }];
         match sys::poll(&mut p, timeout_ms) {
             Ok(_) if p[0].revents & libc::POLLIN != 0 => return true,
-            Ok(_) if p[0].revents & libc::POLLHUP != 0 => return false,
+            Ok(_) if p[0].revents & (libc::POLLHUP | libc::POLLERR | libc::POLLNVAL) != 0 => {
+                return false;
+            }
             // Interrupted, or nothing yet when only looking.
             Ok(_) if timeout_ms == 0 => return true,
             Ok(_) => continue,
@@ -1553,9 +1556,28 @@ fn cstr(bytes: &[u8]) -> CString {
 
 #[cfg(test)]
 mod tests {
-    use super::{Findings, Refusal};
+    use super::{Findings, Refusal, wait_for_notification};
+    use crate::sys;
     use std::path::PathBuf;
     use stockade_policy::Access;
+
+    /// The serving loop goes on while something may still come, and stops, never spins, once nothing
+    /// can: a pipe stands for the listener (readable, open but empty, hung up), and a number no
+    /// descriptor has.
+    #[test]
+    fn waiting_tells_a_notification_from_the_end() {
+        let (r, w) = sys::pipe().unwrap();
+        assert!(wait_for_notification(r, 0), "open and empty: go on");
+        sys::write_all(w, b"n").unwrap();
+        assert!(wait_for_notification(r, -1), "something to read");
+        let mut byte = [0u8; 1];
+        sys::read(r, &mut byte).unwrap();
+        sys::close(w);
+        assert!(!wait_for_notification(r, -1), "hung up with nothing to read");
+        sys::close(r);
+        // Not the closed number: another test's thread may have been given it since.
+        assert!(!wait_for_notification(1 << 30, 0), "not a descriptor");
+    }
 
     /// A name the program chose, newline and forged trailer included, comes back whole and ends nothing.
     #[test]
