@@ -1573,7 +1573,10 @@ mod tests {
         let mut byte = [0u8; 1];
         sys::read(r, &mut byte).unwrap();
         sys::close(w);
-        assert!(!wait_for_notification(r, -1), "hung up with nothing to read");
+        assert!(
+            !wait_for_notification(r, -1),
+            "hung up with nothing to read"
+        );
         sys::close(r);
         // Not the closed number: another test's thread may have been given it since.
         assert!(!wait_for_notification(1 << 30, 0), "not a descriptor");
