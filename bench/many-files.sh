@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Workloads that create many files, unconfined and under `stockade run` (and under an older stockade
-# given as OLD=<binary>, to compare sandboxes), in one hyperfine run each: untar 10,000 small files, and a
-# clean `cargo build` of a small crate.
+# given as OLD=<binary>, to compare sandboxes), in one hyperfine run each: untar 10,000 small files (into
+# a directory that exists at start, and into one made during the run), and a clean `cargo build` of a
+# small crate.
 #   bench/many-files.sh [RUNS]        (HYPERFINE=<path> to pick hyperfine)
 # Results go to bench/results/many-files-*.md.
 set -euo pipefail
@@ -46,6 +47,10 @@ compare() {
 }
 
 compare many-files-untar.md 2 'rm -rf out && mkdir out' "--ro $work/files.tar" "tar xf $work/files.tar -C out"
+# The same into a directory made during the run (a first build's output): it has no Landlock rule of its
+# own, so the mediator makes every name beneath it.
+compare many-files-untar-new-dir.md 2 'rm -rf out' "--ro $work/files.tar" \
+  "sh -c 'mkdir out && tar xf $work/files.tar -C out'"
 
 # A small crate with no dependencies: 40 modules, a clean debug build.
 mkdir -p crate/src
