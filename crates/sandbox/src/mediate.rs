@@ -42,7 +42,7 @@
 //! Refusals are `EACCES` and are recorded for the run's outcome.
 
 use std::ffi::{CString, OsStr};
-use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, OwnedFd, RawFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -375,7 +375,10 @@ impl SeenInPlace {
 /// taken only when the same one is used twice in a row, so that a program that opens a directory for
 /// each name it makes pays little for it (taking one costs about 2 us more than a `readlink`). Never a
 /// question of security: the path only chooses the road ([`Mediator::kernel_may_create`]), and on the
-/// road it picks the kernel's Landlock rules decide. But the path must be the directory's: the paths are
+/// road it picks the kernel's Landlock rules decide. Holding a directory's open description keeps a
+/// `flock` taken on it after the caller closes its own descriptor, until the paths are next forgotten
+/// (below); a program would have to lock a directory and make names through that same
+/// descriptor for that to matter. But the path must be the directory's: the paths are
 /// forgotten whenever a call could have moved or replaced a directory (`rename`, `mkdir`, `symlink`,
 /// `link`, each stopped at the filter; see [`puts_a_directory_in_place`]) and after
 /// [`SeenInPlace::FOR`], for changes made from outside the sandbox.
@@ -434,6 +437,14 @@ impl DirfdPaths {
             return None;
         }
         let held = call.descriptor(proc, fd).ok()?;
+        // Only a directory: holding a FIFO's or a file's open description would keep what its closing
+        // does (a reader's end of file, a `flock`) from happening when the caller closes it.
+        if !sys::is_dir(held.as_fd()) {
+            if self.churning.len() < Self::ENTRIES * 8 {
+                self.churning.push(key);
+            }
+            return None;
+        }
         let path = sys::readlink_at(
             proc,
             &cstr(format!("self/fd/{}", held.as_raw_fd()).as_bytes()),

@@ -512,6 +512,30 @@ make(fd, 'b2')
 }
 
 both_users! {
+    /// A descriptor that is not a directory, used as one for creations (which fail with `ENOTDIR`), is
+    /// never held by the mediator: closing a FIFO's only writer still ends its reader's input.
+    fn a_fifo_used_as_a_directory_still_closes(d) {
+        d.write("work/fifo.py", r#"import os, select
+os.mkfifo('f')
+r = os.open('f', os.O_RDONLY | os.O_NONBLOCK)
+w = os.open('f', os.O_WRONLY)
+for i in range(3):
+    try:
+        os.open(f'x{i}', os.O_CREAT | os.O_WRONLY, 0o644, dir_fd=w)
+    except OSError as e:
+        print('refused', e.errno)
+os.close(w)
+p = select.poll()
+p.register(r, select.POLLIN)
+print('closed' if p.poll(5000) else 'still open')
+"#);
+        d.sh(&[], "python3 fifo.py")
+            .ok()
+            .stdout_has("refused 20\nrefused 20\nrefused 20\nclosed\n");
+    }
+}
+
+both_users! {
     /// A directory that exists at start, removed and made again during the run (`rm -rf out && mkdir
     /// out`, a clean build), or renamed away with a new one made by its name, is a new directory: names
     /// are made in it (Landlock's rule stayed on the old one, so the mediator makes them), and a file made
