@@ -345,20 +345,23 @@ struct SeenInPlace {
 impl SeenInPlace {
     const FOR: std::time::Duration = std::time::Duration::from_millis(100);
 
-    fn contains(&mut self, index: usize) -> bool {
+    /// Whether directory `index` is still at its path: seen lately, or `still_there` now (then
+    /// remembered).
+    fn holds(&mut self, index: usize, still_there: impl FnOnce() -> bool) -> bool {
         if self.since.is_some_and(|t| t.elapsed() > Self::FOR) {
             self.forget();
         }
-        self.seen.contains(&index)
-    }
-
-    fn insert(&mut self, index: usize) {
+        if self.seen.contains(&index) {
+            return true;
+        }
+        if !still_there() {
+            return false;
+        }
         if self.seen.is_empty() {
             self.since = Some(std::time::Instant::now());
         }
-        if !self.seen.contains(&index) {
-            self.seen.push(index);
-        }
+        self.seen.push(index);
+        true
     }
 
     fn forget(&mut self) {
@@ -734,11 +737,10 @@ impl Mediator<'_> {
             if !crate::plan::is_within(dir, d) {
                 continue;
             }
-            if self.create_dirs_seen.contains(index) {
-                return true;
-            }
-            if identity(d) == Some(*id) {
-                self.create_dirs_seen.insert(index);
+            if self
+                .create_dirs_seen
+                .holds(index, || identity(d) == Some(*id))
+            {
                 return true;
             }
         }
@@ -792,10 +794,7 @@ impl Mediator<'_> {
             {
                 continue;
             }
-            if self.roots_seen.contains(index) {
-                deepest = Some(index);
-            } else if r.still_at_its_path() {
-                self.roots_seen.insert(index);
+            if self.roots_seen.holds(index, || r.still_at_its_path()) {
                 deepest = Some(index);
             }
         }
