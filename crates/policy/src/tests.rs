@@ -837,13 +837,9 @@ fn a_profile_extending_its_own_name_gets_the_builtin_of_that_name() {
         .profile("workspace-write")
         .build()
         .unwrap();
-    let extended = PolicyBuilder::new(fx.vars())
-        .policy_text(
-            "[profile.workspace-write]\nextends = \"workspace-write\"\nfs.read = [\"notes\"]\n",
-            fx.root.join("policy.toml"),
-        )
-        .build()
-        .unwrap();
+    let extended = fx.policy(
+        "[profile.workspace-write]\nextends = \"workspace-write\"\nfs.read = [\"notes\"]\n",
+    );
     assert!(!builtin_rules(&builtin).is_empty());
     assert_eq!(builtin_rules(&extended), builtin_rules(&builtin));
     assert!(
