@@ -11,6 +11,7 @@
 use std::ffi::{OsStr, OsString};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
+use std::rc::Rc;
 
 use stockade_policy::{Access, CanonicalPath, Level, ResolvedPolicy, ScopeKind, ScopeTarget};
 
@@ -23,6 +24,64 @@ pub const MAX_GLOB_WALK_ENTRIES: usize = 200_000;
 /// Entries a write glob's directories may hold for them to be guarded (each entry the glob does not make
 /// writable is bound back read-only). Past it, a new match cannot be created in them.
 pub const MAX_GLOB_GUARDED_ENTRIES: usize = 2_000;
+
+/// The host directories one plan has listed, each read once: the built-in profile's globs and guards
+/// walk the same `.git` a dozen times per launch. The plan describes the host as it is at start, so a
+/// listing never goes stale within it.
+#[derive(Default)]
+struct Listings(std::collections::HashMap<PathBuf, Rc<Listing>>);
+
+/// The entries of one directory, in `read_dir` order.
+struct Listing {
+    entries: Vec<Listed>,
+    /// Every entry is here: false when the directory held more than [`Listings::MAX_KEPT`].
+    complete: bool,
+}
+
+/// One entry of a listed directory.
+struct Listed {
+    path: PathBuf,
+    /// `None` where the kind could not be read.
+    kind: Option<std::fs::FileType>,
+}
+
+impl Listings {
+    /// Entries read of one directory for the walks that stop at a budget (each budget is smaller, so a
+    /// walk that meets a cut listing stops or fails as it would have), and the most one listing keeps.
+    const MAX_KEPT: usize = MAX_GLOB_WALK_ENTRIES + 1;
+
+    /// The entries of `dir`, at most [`Self::MAX_KEPT`] of them, or `None` if it cannot be read.
+    fn of(&mut self, dir: &Path) -> Option<Rc<Listing>> {
+        if let Some(found) = self.0.get(dir) {
+            return Some(found.clone());
+        }
+        let listing = Rc::new(Self::read(dir, Self::MAX_KEPT)?);
+        self.0.insert(dir.to_path_buf(), listing.clone());
+        Some(listing)
+    }
+
+    /// Every entry of `dir`, however many (kept only if within [`Self::MAX_KEPT`]).
+    fn whole(&mut self, dir: &Path) -> Option<Rc<Listing>> {
+        match self.of(dir) {
+            Some(listing) if !listing.complete => Self::read(dir, usize::MAX).map(Rc::new),
+            found => found,
+        }
+    }
+
+    fn read(dir: &Path, most: usize) -> Option<Listing> {
+        let mut read = std::fs::read_dir(dir).ok()?.flatten();
+        let entries: Vec<Listed> = read
+            .by_ref()
+            .take(most)
+            .map(|entry| Listed {
+                path: entry.path(),
+                kind: entry.file_type().ok(),
+            })
+            .collect();
+        let complete = read.next().is_none();
+        Some(Listing { entries, complete })
+    }
+}
 
 /// One step of building the root, at a canonical path.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
@@ -162,6 +221,7 @@ impl MountPlan {
         siblings: Siblings,
     ) -> Result<Self, SandboxError> {
         let mut plan = MountPlan::default();
+        let mut listings = Listings::default();
         let mut entries: Vec<PlannedMount> = Vec::new();
         // In the normalized form the plan's byte comparisons (`is_within`) expect: a caller's
         // `/stockade-tmp/run/` is `/stockade-tmp/run`.
@@ -243,8 +303,8 @@ impl MountPlan {
                 _ => {}
             }
         }
-        plan.add_glob_entries(policy, &mut entries)?;
-        plan.add_guarded_dirs(policy, &mut entries);
+        plan.add_glob_entries(policy, &mut entries, &mut listings)?;
+        plan.add_guarded_dirs(policy, &mut entries, &mut listings);
         drop_redundant_binds(&mut entries);
 
         // Protected entries inside a writable tree: every ancestor between the writable root and the entry
@@ -422,7 +482,7 @@ impl MountPlan {
             | MountOp::Snapshot { .. } => true,
         });
 
-        plan.add_siblings(siblings);
+        plan.add_siblings(siblings, &mut listings);
         for m in &plan.mounts {
             let grant = match m.op {
                 MountOp::Bind { write: true, .. }
@@ -448,7 +508,7 @@ impl MountPlan {
             };
             plan.landlock.push((PathBuf::from(dev), grant));
         }
-        plan.split_create_rights(policy);
+        plan.split_create_rights(policy, &mut listings);
         Ok(plan)
     }
 
@@ -461,7 +521,7 @@ impl MountPlan {
     /// when a glob cap (`deny`, `read-only`) could match beneath it. Such a directory and every directory
     /// from its writable rule down to it get [`LandlockGrant::WriteNoCreate`]; every other existing
     /// writable directory beside that chain gets a `Write` rule of its own.
-    fn split_create_rights(&mut self, policy: &ResolvedPolicy) {
+    fn split_create_rights(&mut self, policy: &ResolvedPolicy, listings: &mut Listings) {
         let writable = |p: &Path| {
             policy
                 .decide(
@@ -520,19 +580,19 @@ impl MountPlan {
             }
         }
         for dir in &chain {
-            let Ok(read) = std::fs::read_dir(dir) else {
+            let Some(listed) = listings.whole(dir) else {
                 continue;
             };
-            for entry in read.flatten() {
-                let path = entry.path();
-                if entry.file_type().is_ok_and(|t| t.is_dir())
-                    && !chain.contains(&path)
+            for entry in listed.entries.iter() {
+                let path = &entry.path;
+                if entry.kind.is_some_and(|t| t.is_dir())
+                    && !chain.contains(path)
                     && !whole
                         .iter()
-                        .any(|w| is_within(w, &path) || is_within(&path, w))
-                    && writable(&path)
+                        .any(|w| is_within(w, path) || is_within(path, w))
+                    && writable(path)
                 {
-                    children.push(path);
+                    children.push(path.clone());
                 }
             }
         }
@@ -675,7 +735,12 @@ impl MountPlan {
     /// the entry cannot give. So the directory is bound writable, each existing entry the policy does not
     /// make writable is bound back at its level (which also keeps it from being removed or renamed: a
     /// mount point), and every new name is the mediator's to allow.
-    fn add_guarded_dirs(&mut self, policy: &ResolvedPolicy, entries: &mut Vec<PlannedMount>) {
+    fn add_guarded_dirs(
+        &mut self,
+        policy: &ResolvedPolicy,
+        entries: &mut Vec<PlannedMount>,
+        listings: &mut Listings,
+    ) {
         // Readable, not writable: where a writable name needs a guard.
         let read_level = |dir: &Path| {
             let canon = CanonicalPath::assume_canonical(dir.to_path_buf());
@@ -720,17 +785,17 @@ impl MountPlan {
             while let Some((dir, depth)) = stack.pop() {
                 // A writable directory needs no guard, but a read one may lie beneath it.
                 let guard = read_level(&dir);
-                let Ok(read) = std::fs::read_dir(&dir) else {
+                let Some(listed) = listings.of(&dir) else {
                     continue;
                 };
-                for entry in read.flatten() {
+                for entry in listed.entries.iter() {
                     let Some(left) = budget.checked_sub(1) else {
                         fits = false;
                         break;
                     };
                     budget = left;
-                    if depth + 1 < max_depth && entry.file_type().is_ok_and(|t| t.is_dir()) {
-                        stack.push((entry.path(), depth + 1));
+                    if depth + 1 < max_depth && entry.kind.is_some_and(|t| t.is_dir()) {
+                        stack.push((entry.path.clone(), depth + 1));
                     }
                 }
                 if guard {
@@ -765,15 +830,15 @@ impl MountPlan {
                 path: dir.clone(),
                 op: writable_mount(policy, &CanonicalPath::assume_canonical(dir.clone()), true),
             });
-            let Ok(read) = std::fs::read_dir(&dir) else {
+            let Some(listed) = listings.whole(&dir) else {
                 continue;
             };
-            for entry in read.flatten() {
-                let path = entry.path();
+            for entry in listed.entries.iter() {
+                let path = entry.path.clone();
                 if planned.contains(&path) {
                     continue;
                 }
-                let Ok(kind) = entry.file_type() else {
+                let Some(kind) = entry.kind else {
                     continue;
                 };
                 // A bind follows a symlink: the link itself cannot be held (its target has its own rule).
@@ -799,7 +864,7 @@ impl MountPlan {
         }
     }
 
-    fn add_siblings(&mut self, siblings: Siblings) {
+    fn add_siblings(&mut self, siblings: Siblings, listings: &mut Listings) {
         /// Entries mirrored per directory; the rest simply do not exist inside (ENOENT instead of EACCES).
         const MAX_STUBS_PER_DIR: usize = 4096;
         // Hash sets instead of pairwise `starts_with`: this runs on every launch.
@@ -821,15 +886,15 @@ impl MountPlan {
         let used = |p: &Path| used.contains(p.as_os_str());
         let mut stubs = Vec::new();
         for dir in &skeleton {
-            let Ok(read) = std::fs::read_dir(dir) else {
+            let Some(listed) = listings.of(dir) else {
                 continue;
             };
-            for entry in read.flatten().take(MAX_STUBS_PER_DIR) {
-                let path = entry.path();
+            for entry in listed.entries.iter().take(MAX_STUBS_PER_DIR) {
+                let path = entry.path.clone();
                 if used(&path) {
                     continue;
                 }
-                let Ok(ft) = entry.file_type() else { continue };
+                let Some(ft) = entry.kind else { continue };
                 let op = if ft.is_symlink() {
                     match std::fs::read_link(&path) {
                         Ok(target) => MountOp::Symlink { target },
@@ -853,6 +918,7 @@ impl MountPlan {
         &mut self,
         policy: &ResolvedPolicy,
         entries: &mut Vec<PlannedMount>,
+        listings: &mut Listings,
     ) -> Result<(), SandboxError> {
         let mut budget = MAX_GLOB_WALK_ENTRIES;
         for scope in policy.scopes() {
@@ -862,10 +928,10 @@ impl MountPlan {
             let max_depth = glob_walk_depth(&glob.pattern);
             let mut stack = vec![(glob.prefix.clone(), 0usize)];
             while let Some((dir, dir_depth)) = stack.pop() {
-                let Ok(read) = std::fs::read_dir(&dir) else {
+                let Some(listed) = listings.of(&dir) else {
                     continue;
                 };
-                for entry in read.flatten() {
+                for entry in listed.entries.iter() {
                     budget =
                         budget
                             .checked_sub(1)
@@ -873,8 +939,8 @@ impl MountPlan {
                                 glob: scope.written.clone(),
                                 limit: MAX_GLOB_WALK_ENTRIES,
                             })?;
-                    let path = entry.path();
-                    let Ok(ft) = entry.file_type() else { continue };
+                    let path = entry.path.clone();
+                    let Some(ft) = entry.kind else { continue };
                     let matched = glob.is_match(&path);
                     let canon = CanonicalPath::assume_canonical(path.clone());
                     if matched && !ft.is_symlink() {
@@ -888,7 +954,7 @@ impl MountPlan {
                                 // A glob caps exactly its matches: what lies in a matched directory
                                 // keeps its own level, so it is bound back inside the mask.
                                 if ft.is_dir() {
-                                    rebind_children(policy, &path, Level::None, entries);
+                                    rebind_children(policy, &path, Level::None, entries, listings);
                                 }
                             }
                             // A cache's overlay already keeps the host's directory as it is.
@@ -906,7 +972,7 @@ impl MountPlan {
                                     },
                                 });
                                 if ft.is_dir() {
-                                    rebind_children(policy, &path, Level::Read, entries);
+                                    rebind_children(policy, &path, Level::Read, entries, listings);
                                 }
                             }
                             ScopeKind::Read | ScopeKind::Write
@@ -1013,13 +1079,14 @@ fn rebind_children(
     dir: &Path,
     cap: Level,
     entries: &mut Vec<PlannedMount>,
+    listings: &mut Listings,
 ) {
-    let Ok(read) = std::fs::read_dir(dir) else {
+    let Some(listed) = listings.whole(dir) else {
         return;
     };
-    for entry in read.flatten() {
-        let path = entry.path();
-        let Ok(ft) = entry.file_type() else { continue };
+    for entry in listed.entries.iter() {
+        let path = entry.path.clone();
+        let Some(ft) = entry.kind else { continue };
         if ft.is_symlink() {
             continue;
         }
@@ -1132,6 +1199,32 @@ pub(crate) fn under(prefix: &str, path: &Path) -> OsString {
 mod tests {
     use super::*;
     use stockade_policy::{PolicyBuilder, Variables};
+
+    /// A listing cut at its size says so, and the walks that need every entry read them all again.
+    #[test]
+    fn a_cut_listing_is_never_taken_for_the_whole_directory() {
+        let dir = tempfile::tempdir().unwrap();
+        for name in ["a", "b", "c"] {
+            std::fs::write(dir.path().join(name), "").unwrap();
+        }
+        let cut = Listings::read(dir.path(), 2).unwrap();
+        assert_eq!((cut.entries.len(), cut.complete), (2, false));
+        let exact = Listings::read(dir.path(), 3).unwrap();
+        assert_eq!((exact.entries.len(), exact.complete), (3, true));
+
+        let mut listings = Listings::default();
+        listings.0.insert(dir.path().to_path_buf(), Rc::new(cut));
+        assert_eq!(listings.of(dir.path()).unwrap().entries.len(), 2);
+        let whole = listings.whole(dir.path()).unwrap();
+        let mut names: Vec<_> = whole.entries.iter().map(|e| e.path.clone()).collect();
+        names.sort();
+        assert_eq!(names, ["a", "b", "c"].map(|n| dir.path().join(n)));
+        assert!(
+            Listings::default()
+                .of(&dir.path().join("missing"))
+                .is_none()
+        );
+    }
 
     /// The byte comparison answers as `Path::starts_with` does for every pair of normalized paths,
     /// prefixes that stop inside a name included.
