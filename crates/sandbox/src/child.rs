@@ -296,10 +296,8 @@ pub(crate) fn init_main(p: &Prepared) -> ! {
     // init keeps the effective capabilities it still needs (CAP_SETPCAP for the agent's securebits,
     // CAP_SETUID for --user) until each process clears them.
     drop_capability_bounding_set(p.cap_last);
-    let agent = sys::fork().or_fail(p, 14);
-    let Some(agent_pid) = agent else {
-        agent_main(p)
-    };
+    // The init waits while the agent sets itself up in its memory (nothing copied), until the exec.
+    let agent_pid = sys::spawn_sharing_memory(&mut || agent_main(p)).or_fail(p, 14);
 
     // The init: hold no descriptor the agent could use, keep no privilege, reap until the agent is done.
     sys::close(p.err_w);

@@ -50,9 +50,61 @@ pub(crate) fn clone_into_namespaces(flags: c_int) -> io::Result<Option<pid_t>> {
     Ok(if pid == 0 { None } else { Some(pid as pid_t) })
 }
 
-/// `fork()`. Same contract as [`clone_into_namespaces`].
-pub(crate) fn fork() -> io::Result<Option<pid_t>> {
-    clone_into_namespaces(0)
+/// Runs `child` in a new process that shares this one's memory, this thread waiting until the child has
+/// called `execve` or exited: `clone(CLONE_VM | CLONE_VFORK)` on a stack of its own, as `posix_spawn`
+/// does. Nothing is copied, so the agent's start costs no page-table copy and no copy-on-write fault in
+/// either process (each fault is microseconds under a hypervisor's shadowed page tables).
+///
+/// The caller must be single-threaded, and `child` should end in `execve` or [`exit_now`] (the process
+/// exits with 125 if it returns): it runs on this process's heap and thread-local storage while this
+/// thread is stopped, so whatever it leaves there (an allocation, errno) is what this thread finds when
+/// it resumes. Descriptors, signal handlers and credentials are the child's own copies, as after `fork`.
+pub(crate) fn spawn_sharing_memory(child: &mut dyn FnMut()) -> io::Result<pid_t> {
+    /// A Rust thread's default, ample for the agent's set-up; pages never touched cost nothing.
+    const STACK: usize = 2 << 20;
+    extern "C" fn start(arg: *mut libc::c_void) -> c_int {
+        // SAFETY: `arg` is the `&mut &mut dyn FnMut` below, alive until the parent resumes, which is
+        // after this process has exec'd or exited.
+        let child = unsafe { &mut *arg.cast::<&mut dyn FnMut()>() };
+        child();
+        // Never reached by the agent, which ends in exec or `_exit`; whatever else returns exits here.
+        exit_now(125)
+    }
+    let page = 4096;
+    // SAFETY: a fresh private anonymous mapping; no existing memory is touched.
+    let base = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            STACK + page,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_STACK | libc::MAP_NORESERVE,
+            -1,
+            0,
+        )
+    };
+    if base == libc::MAP_FAILED {
+        return Err(io::Error::last_os_error());
+    }
+    // The lowest page is the guard: an overflow faults instead of writing into another mapping.
+    // SAFETY: the first page of the mapping just made.
+    let guarded = check(unsafe { libc::mprotect(base, page, libc::PROT_NONE) });
+    let mut arg: &mut dyn FnMut() = child;
+    let pid = guarded.and_then(|_| {
+        // SAFETY: the stack grows down from the mapping's end (page-aligned, so 16-byte aligned); `start`
+        // never returns into Rust code of this thread, and this thread stays stopped (CLONE_VFORK) while
+        // the child uses the stack and `arg`; the caller is single-threaded (documented above).
+        check(unsafe {
+            libc::clone(
+                start,
+                base.cast::<u8>().add(STACK + page).cast(),
+                libc::CLONE_VM | libc::CLONE_VFORK | libc::SIGCHLD,
+                std::ptr::from_mut(&mut arg).cast(),
+            )
+        })
+    });
+    // SAFETY: the mapping made above; the child has exec'd (its own memory now) or exited.
+    unsafe { libc::munmap(base, STACK + page) };
+    pid
 }
 
 /// `_exit(code)`: leaves the child without running destructors or atexit handlers of the parent's copy.
