@@ -46,8 +46,8 @@ struct Listed {
 }
 
 impl Listings {
-    /// Entries read of one directory for the walks that stop at a budget (each budget is smaller, so a
-    /// walk that meets a cut listing stops or fails as it would have), and the most one listing keeps.
+    /// The most entries one listing keeps: one past the largest walk budget, so a walk that meets a cut
+    /// listing stops or fails as it would have.
     const MAX_KEPT: usize = MAX_GLOB_WALK_ENTRIES + 1;
 
     /// The entries of `dir`, at most [`Self::MAX_KEPT`] of them, or `None` if it cannot be read.
@@ -65,6 +65,15 @@ impl Listings {
         match self.of(dir) {
             Some(listing) if !listing.complete => Self::read(dir, usize::MAX).map(Rc::new),
             found => found,
+        }
+    }
+
+    /// The first `most` entries of `dir`: from its listing if it has one, else read for this caller only
+    /// (a cut listing kept would stand for the whole directory to the walks).
+    fn first(&mut self, dir: &Path, most: usize) -> Option<Rc<Listing>> {
+        match self.0.get(dir) {
+            Some(found) => Some(found.clone()),
+            None => Self::read(dir, most).map(Rc::new),
         }
     }
 
@@ -886,7 +895,7 @@ impl MountPlan {
         let used = |p: &Path| used.contains(p.as_os_str());
         let mut stubs = Vec::new();
         for dir in &skeleton {
-            let Some(listed) = listings.of(dir) else {
+            let Some(listed) = listings.first(dir, MAX_STUBS_PER_DIR) else {
                 continue;
             };
             for entry in listed.entries.iter().take(MAX_STUBS_PER_DIR) {
@@ -1224,6 +1233,13 @@ mod tests {
                 .of(&dir.path().join("missing"))
                 .is_none()
         );
+
+        // A short read for the stand-ins is not kept: the walks still see every entry.
+        let mut listings = Listings::default();
+        assert_eq!(listings.first(dir.path(), 1).unwrap().entries.len(), 1);
+        let listing = listings.of(dir.path()).unwrap();
+        assert_eq!((listing.entries.len(), listing.complete), (3, true));
+        assert_eq!(listings.first(dir.path(), 1).unwrap().entries.len(), 3);
     }
 
     /// The byte comparison answers as `Path::starts_with` does for every pair of normalized paths,
