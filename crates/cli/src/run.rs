@@ -6,7 +6,7 @@ use std::sync::Arc;
 use anyhow::{Context, anyhow, bail};
 use stockade_audit::{AuditLog, AuditRecord, Layer};
 use stockade_policy::{LimitsOverride, NetMode, parse_duration, parse_size};
-use stockade_sandbox::{NetNamespace, SandboxBuilder, SandboxError, StopReason};
+use stockade_sandbox::{Namespaces, SandboxBuilder, SandboxError, StopReason};
 
 use crate::ExitStatus;
 use crate::args::RunArgs;
@@ -14,8 +14,8 @@ use crate::output;
 use crate::policy_args;
 
 pub(crate) fn run(args: RunArgs, json: bool, audit: &AuditLog) -> anyhow::Result<ExitStatus> {
-    // Made on another core while the policy resolves (unused if the policy grants the host's network).
-    let net_namespace = (!args.net && !args.dry_run).then(NetNamespace::prepare);
+    // Made on another core while the policy resolves.
+    let namespaces = (!args.dry_run).then(|| Namespaces::prepare(!args.net));
     let temp = stockade_sandbox::new_temp_dir_path();
     let mut vars = policy_args::variables(&args.policy, true)?;
     vars.set_path("TEMP_DIR", &temp);
@@ -74,8 +74,8 @@ pub(crate) fn run(args: RunArgs, json: bool, audit: &AuditLog) -> anyhow::Result
     let mut sandbox = SandboxBuilder::new(policy.clone(), program, rest)
         .temp_dir(&temp)
         .best_effort(args.best_effort);
-    if let Some(ns) = net_namespace {
-        sandbox = sandbox.net_namespace(ns);
+    if let Some(ns) = namespaces {
+        sandbox = sandbox.namespaces(ns);
     }
     if let Some(u) = &args.user {
         sandbox = sandbox.user(u);

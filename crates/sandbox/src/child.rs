@@ -30,7 +30,7 @@ pub(crate) const STAGES: &[&str] = &[
     "read-only remount",
     "loopback up",
     "pivot to new root",
-    "fork agent",
+    "start the agent",
     "working directory",
     "resource limits",
     "switch user",
@@ -45,6 +45,7 @@ pub(crate) const STAGES: &[&str] = &[
     "proxy listener", // 26
     "cache overlay",
     "join the network namespace", // 28
+    "join the staged root",
 ];
 
 pub(crate) const STAGE_EXEC: u32 = 21;
@@ -115,9 +116,12 @@ pub(crate) struct PrivateLayer {
 pub(crate) struct Prepared {
     pub(crate) user_ns: Option<(u32, u32)>,
     pub(crate) net_ns: bool,
-    /// The private network namespace made ahead ([`crate::NetNamespace`]), loopback up, which the init
+    /// The private network namespace made ahead ([`crate::Namespaces`]), loopback up, which the init
     /// joins; `None` when the clone makes it.
     pub(crate) net_ns_fd: Option<RawFd>,
+    /// A mount namespace staged ahead ([`stage_root`], [`crate::Namespaces`]), which the init joins
+    /// instead of staging its own; then the clone makes none.
+    pub(crate) staged_root: Option<RawFd>,
     pub(crate) ops: Vec<PreparedOp>,
     /// Parent directories to create (in order) before each op; tmpfs areas only.
     pub(crate) mkdirs: Vec<Vec<(CString, libc::mode_t)>>,
@@ -407,20 +411,38 @@ fn format_map(buf: &mut [u8; 64], id: u32) -> usize {
     pos + 2
 }
 
+/// Stages the root in the caller's own mount namespace (a copy of the host's): a tmpfs becomes the root
+/// for a moment, so the host's tree stays reachable at /oldroot while the new one is assembled at
+/// /newroot (the same dance as bubblewrap). On failure, the step's number for [`fail`].
+pub(crate) fn stage_root(s: &Strings) -> Result<(), (u32, std::io::Error)> {
+    let nosuid_nodev = libc::MS_NOSUID | libc::MS_NODEV;
+    let step = |stage: u32| move |e: std::io::Error| (stage, e);
+    sys::mount(None, &s.root, None, libc::MS_REC | libc::MS_PRIVATE, None).map_err(step(2))?;
+    mount_tmpfs(s, &s.staging, nosuid_nodev, None).map_err(step(3))?;
+    sys::chdir(&s.staging).map_err(step(4))?;
+    sys::mkdir(&s.newroot_rel, 0o755).map_err(step(4))?;
+    sys::mkdir(&s.oldroot_rel, 0o755).map_err(step(4))?;
+    mount_tmpfs(s, &s.newroot_rel, nosuid_nodev, None).map_err(step(4))?;
+    sys::pivot_root(&s.dot, &s.oldroot_rel).map_err(step(4))?;
+    sys::chdir(&s.root).map_err(step(4))?;
+    sys::touch(&s.maskfile, 0).map_err(step(6))
+}
+
 fn build_root(p: &Prepared) {
     let s = &p.strings;
     let nosuid_nodev = libc::MS_NOSUID | libc::MS_NODEV;
-    sys::mount(None, &s.root, None, libc::MS_REC | libc::MS_PRIVATE, None).or_fail(p, 2);
-    // A staging tmpfs becomes the root for a moment, so the host's tree stays reachable at /oldroot
-    // while the new one is assembled at /newroot (the same dance as bubblewrap).
-    mount_tmpfs(s, &s.staging, nosuid_nodev, None).or_fail(p, 3);
-    sys::chdir(&s.staging).or_fail(p, 4);
-    sys::mkdir(&s.newroot_rel, 0o755).or_fail(p, 4);
-    sys::mkdir(&s.oldroot_rel, 0o755).or_fail(p, 4);
-    mount_tmpfs(s, &s.newroot_rel, nosuid_nodev, None).or_fail(p, 4);
-    sys::pivot_root(&s.dot, &s.oldroot_rel).or_fail(p, 4);
-    sys::chdir(&s.root).or_fail(p, 4);
-    sys::touch(&s.maskfile, 0).or_fail(p, 6);
+    match p.staged_root {
+        // Staged by the supervisor while it resolved the policy: joining puts the init at its root.
+        Some(fd) => {
+            sys::setns(fd, libc::CLONE_NEWNS).or_fail(p, 29);
+            sys::close(fd);
+        }
+        None => {
+            if let Err((stage, e)) = stage_root(s) {
+                fail(p.err_w, stage, &e, 125)
+            }
+        }
+    }
     // The overlays the supervisor makes (until its stream ends), and whether the init has mounted the
     // tmpfs for the ones it makes itself.
     let mut detached = p.overlay_sock;

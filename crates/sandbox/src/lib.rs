@@ -96,7 +96,7 @@ pub use plan::{
     PlannedMount, Siblings,
 };
 pub use run::{
-    GATEWAY_PLACEHOLDER, NetNamespace, PROXY_PORT, ProxyListener, RunOutcome, RunningSandbox,
+    GATEWAY_PLACEHOLDER, Namespaces, PROXY_PORT, ProxyListener, RunOutcome, RunningSandbox,
     Sandbox, SandboxBuilder, Stdio, StopReason, new_temp_dir_path, proxy_env,
 };
 

@@ -129,42 +129,64 @@ pub struct SandboxBuilder {
     siblings: Siblings,
     passed_pipe: Option<RawFd>,
     cache_store: Option<PathBuf>,
-    net_namespace: Option<NetNamespace>,
+    namespaces: Option<Namespaces>,
 }
 
-/// A private network namespace made ahead of [`Sandbox::spawn`], on a thread of its own, with its loopback
-/// up. Making one is most of a millisecond of kernel work (`setup_net`), the largest single cost of a
-/// launch: made while the caller resolves its policy, on the other core, it leaves the launch's path.
+/// Namespaces made ahead of [`Sandbox::spawn`], on a thread of its own while the caller resolves its
+/// policy: a private network namespace with its loopback up (most of a millisecond of kernel work,
+/// `setup_net`, the largest single cost of a launch), and a mount namespace with the staging root already
+/// in place ([`child::stage_root`]), which the init joins instead of copying the host's and staging its
+/// own. Made on the other core, both leave the launch's path.
 ///
-/// Only a supervisor running as root makes one ahead: without privilege the namespace must belong to the
+/// Only a supervisor running as root makes them ahead: without privilege they must belong to the
 /// sandbox's own user namespace, which only the clone creates. The thread is always joined before the
 /// clone (the supervisor forks single-threaded), when the sandbox spawns or when this is dropped.
 #[derive(Debug)]
-pub struct NetNamespace {
-    made: Option<std::thread::JoinHandle<std::io::Result<OwnedFd>>>,
+pub struct Namespaces {
+    made: Option<std::thread::JoinHandle<MadeAhead>>,
 }
 
-impl NetNamespace {
-    /// Starts making the namespace and returns at once. Does nothing unless the effective user is root.
+/// What the thread of [`Namespaces`] made; each `None` if it could not be (the clone then makes it).
+#[derive(Debug, Default)]
+struct MadeAhead {
+    net: Option<OwnedFd>,
+    staged_root: Option<OwnedFd>,
+}
+
+impl Namespaces {
+    /// Starts making them and returns at once: the network namespace if `net` (a policy that grants the
+    /// host's network needs none), the staged root always. Does nothing unless the effective user is root.
     ///
     /// The thread is put on another CPU than the caller's: a scheduler may keep a new thread on its
     /// creator's CPU (this VM's packs work onto as few CPUs as it can), where it ran after the policy's
     /// resolution rather than beside it, and the clone waited for it.
-    pub fn prepare() -> Self {
+    pub fn prepare(net: bool) -> Self {
         if sys::geteuid() != 0 {
-            return NetNamespace { made: None };
+            return Namespaces { made: None };
         }
         // The thread waits for its placement: it cannot end while the placement names it.
         let (placed, wait_placed) = std::sync::mpsc::channel::<()>();
         let made = std::thread::Builder::new()
-            .name("stockade-netns".into())
+            .name("stockade-ns".into())
             .stack_size(64 * 1024)
             .spawn(move || {
                 let _ = wait_placed.recv();
                 // Only this thread moves: namespaces belong to each thread, not to the process.
-                sys::unshare_net()?;
-                sys::loopback_up()?;
-                std::fs::File::open("/proc/thread-self/ns/net").map(OwnedFd::from)
+                let net = net.then(|| -> std::io::Result<OwnedFd> {
+                    sys::unshare_net()?;
+                    sys::loopback_up()?;
+                    std::fs::File::open("/proc/thread-self/ns/net").map(OwnedFd::from)
+                });
+                let staged_root = (|| -> std::io::Result<OwnedFd> {
+                    sys::unshare_mount()?;
+                    let ns = std::fs::File::open("/proc/thread-self/ns/mnt").map(OwnedFd::from)?;
+                    child::stage_root(&child::Strings::new()).map_err(|(_, e)| e)?;
+                    Ok(ns)
+                })();
+                MadeAhead {
+                    net: net.and_then(Result::ok),
+                    staged_root: staged_root.ok(),
+                }
             })
             .ok();
         if let Some(thread) = &made {
@@ -172,16 +194,19 @@ impl NetNamespace {
             sys::move_off_this_cpu(thread.as_pthread_t());
         }
         let _ = placed.send(());
-        NetNamespace { made }
+        Namespaces { made }
     }
 
-    /// Waits for the thread; the namespace if it was made (otherwise the clone makes one, as without this).
-    fn join(&mut self) -> Option<OwnedFd> {
-        self.made.take()?.join().ok()?.ok()
+    /// Waits for the thread; what it made.
+    fn join(&mut self) -> MadeAhead {
+        self.made
+            .take()
+            .and_then(|thread| thread.join().ok())
+            .unwrap_or_default()
     }
 }
 
-impl Drop for NetNamespace {
+impl Drop for Namespaces {
     fn drop(&mut self) {
         drop(self.join());
     }
@@ -232,14 +257,14 @@ impl SandboxBuilder {
             siblings: Siblings::Stubs,
             passed_pipe: None,
             cache_store: None,
-            net_namespace: None,
+            namespaces: None,
         }
     }
 
-    /// A network namespace made ahead ([`NetNamespace::prepare`]), used if the policy keeps the program
-    /// off the host's network.
-    pub fn net_namespace(mut self, ns: NetNamespace) -> Self {
-        self.net_namespace = Some(ns);
+    /// Namespaces made ahead ([`Namespaces::prepare`]): the staged root always, the network namespace if
+    /// the policy keeps the program off the host's network.
+    pub fn namespaces(mut self, ns: Namespaces) -> Self {
+        self.namespaces = Some(ns);
         self
     }
 
@@ -481,7 +506,7 @@ impl SandboxBuilder {
             stdin_null: self.stdin_null,
             passed_pipe: self.passed_pipe,
             cache_store,
-            net_namespace: self.net_namespace,
+            namespaces: self.namespaces,
             snapshots: HashMap::new(),
             warnings,
         })
@@ -551,7 +576,7 @@ pub struct Sandbox {
     stdin_null: bool,
     passed_pipe: Option<RawFd>,
     cache_store: Option<CacheStore>,
-    net_namespace: Option<NetNamespace>,
+    namespaces: Option<Namespaces>,
     /// By the bytes of their canonical paths.
     snapshots: HashMap<OsString, SnapshotBytes>,
     warnings: Vec<String>,
@@ -1097,13 +1122,19 @@ impl Sandbox {
         };
 
         // Joined whether it is used or not: nothing may run beside the clone.
-        let made_net = self.net_namespace.take().and_then(|mut ns| ns.join());
+        let made = self
+            .namespaces
+            .take()
+            .map(|mut ns| ns.join())
+            .unwrap_or_default();
         let net_ns = self.policy.net().private_namespace();
-        let made_net = made_net.filter(|_| net_ns && self.user_ns.is_none());
+        let made_net = made.net.filter(|_| net_ns && self.user_ns.is_none());
+        let staged_root = made.staged_root.filter(|_| self.user_ns.is_none());
         let prepared = Prepared {
             user_ns: self.user_ns,
             net_ns,
             net_ns_fd: made_net.as_ref().map(AsRawFd::as_raw_fd),
+            staged_root: staged_root.as_ref().map(AsRawFd::as_raw_fd),
             ops,
             mkdirs,
             landlock: self.plan.landlock.clone(),
@@ -1135,8 +1166,12 @@ impl Sandbox {
             strings: Strings::new(),
         };
 
-        let mut flags =
-            libc::CLONE_NEWNS | libc::CLONE_NEWPID | libc::CLONE_NEWIPC | libc::CLONE_NEWUTS;
+        let mut flags = libc::CLONE_NEWPID | libc::CLONE_NEWIPC | libc::CLONE_NEWUTS;
+        // With a staged root the init joins that mount namespace: a copy of the host's would be thrown
+        // away, and throwing a mount namespace away waits for a grace period of RCU.
+        if prepared.staged_root.is_none() {
+            flags |= libc::CLONE_NEWNS;
+        }
         if prepared.net_ns && prepared.net_ns_fd.is_none() {
             flags |= libc::CLONE_NEWNET;
         }
@@ -1772,17 +1807,17 @@ impl Drop for RunningSandbox {
 
 #[cfg(test)]
 mod tests {
-    use super::{EXITING_CHILDREN, NetNamespace, reap_exited_children, reap_in_background};
+    use super::{EXITING_CHILDREN, Namespaces, reap_exited_children, reap_in_background};
     use crate::sys;
 
-    /// The network namespace's thread is moved to another CPU, and only it: the supervisor's own CPUs,
+    /// The namespaces' thread is moved to another CPU, and only it: the supervisor's own CPUs,
     /// which the init and the program inherit, are never narrowed, even when the thread runs first (it
     /// waits to be moved). Moving a thread that had already ended moved the caller instead; without the
     /// wait about one run of this test in four fails (it is a race).
     #[test]
-    fn making_the_network_namespace_never_narrows_the_callers_cpus() {
+    fn making_the_namespaces_ahead_never_narrows_the_callers_cpus() {
         if sys::geteuid() != 0 {
-            eprintln!("skipped: the network namespace is made ahead only as root");
+            eprintln!("skipped: the namespaces are made ahead only as root");
             return;
         }
         let cpus = || {
@@ -1795,8 +1830,9 @@ mod tests {
         };
         let before = cpus();
         for _ in 0..300 {
-            let mut made = NetNamespace::prepare();
-            assert!(made.join().is_some(), "no namespace was made");
+            let made = Namespaces::prepare(true).join();
+            assert!(made.net.is_some(), "no network namespace was made");
+            assert!(made.staged_root.is_some(), "no root was staged");
             assert_eq!(cpus(), before);
         }
     }

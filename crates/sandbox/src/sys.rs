@@ -1328,6 +1328,13 @@ pub(crate) fn unshare_fs() -> io::Result<()> {
 }
 
 /// Moves the calling thread, and no other, into a new network namespace (`unshare(CLONE_NEWNET)`).
+/// `unshare(CLONE_NEWNS)`: a copy of the mount namespace for the calling thread alone (its filesystem
+/// context, root and working directory, is unshared with it).
+pub(crate) fn unshare_mount() -> io::Result<()> {
+    // SAFETY: an integer argument; affects only the calling thread.
+    check(unsafe { libc::unshare(libc::CLONE_NEWNS) }).map(drop)
+}
+
 pub(crate) fn unshare_net() -> io::Result<()> {
     // SAFETY: an integer argument; affects only the calling thread.
     check(unsafe { libc::unshare(libc::CLONE_NEWNET) }).map(drop)
