@@ -119,8 +119,8 @@ pub(crate) struct Prepared {
     /// The private network namespace made ahead ([`crate::Namespaces`]), loopback up, which the init
     /// joins; `None` when the clone makes it.
     pub(crate) net_ns_fd: Option<RawFd>,
-    /// A mount namespace staged ahead ([`stage_root`], [`crate::Namespaces`]), which the init joins
-    /// instead of staging its own; then the clone makes none.
+    /// A mount namespace staged ahead ([`stage_root`], its `/dev` made too, [`crate::Namespaces`]), which
+    /// the init joins instead of staging its own; then the clone makes none.
     pub(crate) staged_root: Option<RawFd>,
     pub(crate) ops: Vec<PreparedOp>,
     /// Parent directories to create (in order) before each op; tmpfs areas only.
@@ -187,6 +187,8 @@ pub(crate) struct Strings {
     pub(crate) deny: CString,
     pub(crate) mask_data: CString,
     pub(crate) dev_data: CString,
+    /// Where the new root's `/dev` is made.
+    pub(crate) dev: CString,
 }
 
 impl Strings {
@@ -209,6 +211,7 @@ impl Strings {
             deny: c("deny"),
             mask_data: c("mode=0111,size=16k"),
             dev_data: c("mode=0755,size=64k"),
+            dev: c("/newroot/dev"),
         }
     }
 }
@@ -542,25 +545,13 @@ fn build_root(p: &Prepared) {
                 )
                 .or_fail(p, 8);
             }
+            // A staged root comes with its `/dev` made.
+            PreparedOp::Dev { dst, .. } if p.staged_root.is_some() && *dst == s.dev => {}
             PreparedOp::Dev {
                 dst,
                 devices,
                 links,
-            } => {
-                ensure_target(p, dst, true);
-                mount_tmpfs(s, dst, libc::MS_NOSUID | libc::MS_NOEXEC, Some(&s.dev_data))
-                    .or_fail(p, 9);
-                for (src, target) in devices {
-                    // A device the host lacks is simply absent inside.
-                    if sys::file_type(src).is_ok() {
-                        sys::touch(target, 0o666).or_fail(p, 9);
-                        sys::mount(Some(src), target, None, libc::MS_BIND, None).or_fail(p, 9);
-                    }
-                }
-                for (target, link) in links {
-                    sys::symlink(target, link).or_fail(p, 9);
-                }
-            }
+            } => make_dev(s, dst, devices, links).or_fail(p, 9),
             PreparedOp::Stub { dst, dir } => {
                 let r = if *dir {
                     sys::mkdir(dst, 0)
@@ -594,6 +585,59 @@ fn build_root(p: &Prepared) {
         None,
     )
     .or_fail(p, 11);
+}
+
+/// The standard devices, bound from the host's `/dev` (staged at /oldroot) into the new root's.
+pub(crate) fn standard_devices() -> Vec<(CString, CString)> {
+    ["null", "zero", "full", "random", "urandom", "tty"]
+        .into_iter()
+        .map(|d| {
+            (
+                CString::new(format!("/oldroot/dev/{d}")).unwrap_or_default(),
+                CString::new(format!("/newroot/dev/{d}")).unwrap_or_default(),
+            )
+        })
+        .collect()
+}
+
+/// The standard links of `/dev` (target, link).
+pub(crate) fn standard_dev_links() -> Vec<(CString, CString)> {
+    [
+        ("/proc/self/fd", "fd"),
+        ("/proc/self/fd/0", "stdin"),
+        ("/proc/self/fd/1", "stdout"),
+        ("/proc/self/fd/2", "stderr"),
+    ]
+    .into_iter()
+    .map(|(t, l)| {
+        (
+            CString::new(t).unwrap_or_default(),
+            CString::new(format!("/newroot/dev/{l}")).unwrap_or_default(),
+        )
+    })
+    .collect()
+}
+
+/// A minimal `/dev` at `dst` in the staging root: a tmpfs with the host's devices bound in (one the host
+/// lacks is simply absent inside) and the standard links.
+pub(crate) fn make_dev(
+    s: &Strings,
+    dst: &CString,
+    devices: &[(CString, CString)],
+    links: &[(CString, CString)],
+) -> std::io::Result<()> {
+    existing_is_fine(sys::mkdir(dst, 0o755))?;
+    mount_tmpfs(s, dst, libc::MS_NOSUID | libc::MS_NOEXEC, Some(&s.dev_data))?;
+    for (src, target) in devices {
+        if sys::file_type(src).is_ok() {
+            sys::touch(target, 0o666)?;
+            sys::mount(Some(src), target, None, libc::MS_BIND, None)?;
+        }
+    }
+    for (target, link) in links {
+        sys::symlink(target, link)?;
+    }
+    Ok(())
 }
 
 /// Something already there (a directory on the host, a stub planned twice) is what creation wanted.

@@ -134,9 +134,10 @@ pub struct SandboxBuilder {
 
 /// Namespaces made ahead of [`Sandbox::spawn`], on a thread of its own while the caller resolves its
 /// policy: a private network namespace with its loopback up (most of a millisecond of kernel work,
-/// `setup_net`, the largest single cost of a launch), and a mount namespace with the staging root already
-/// in place ([`child::stage_root`]), which the init joins instead of copying the host's and staging its
-/// own. Made on the other core, both leave the launch's path.
+/// `setup_net`, the largest single cost of a launch), and a mount namespace with the staging root and the
+/// new root's `/dev` already in place ([`child::stage_root`], [`child::make_dev`]), which the init joins
+/// instead of copying the host's and making them itself. Made on the other core, both leave the
+/// launch's path.
 ///
 /// Only a supervisor running as root makes them ahead: without privilege they must belong to the
 /// sandbox's own user namespace, which only the clone creates. The thread is always joined before the
@@ -180,7 +181,15 @@ impl Namespaces {
                 let staged_root = (|| -> std::io::Result<OwnedFd> {
                     sys::unshare_mount()?;
                     let ns = std::fs::File::open("/proc/thread-self/ns/mnt").map(OwnedFd::from)?;
-                    child::stage_root(&child::Strings::new()).map_err(|(_, e)| e)?;
+                    let strings = child::Strings::new();
+                    child::stage_root(&strings).map_err(|(_, e)| e)?;
+                    // Every plan has it: the init leaves its `/dev` op to this.
+                    child::make_dev(
+                        &strings,
+                        &strings.dev,
+                        &child::standard_devices(),
+                        &child::standard_dev_links(),
+                    )?;
                     Ok(ns)
                 })();
                 MadeAhead {
@@ -973,29 +982,11 @@ impl Sandbox {
                     }
                 }
                 MountOp::Proc => PreparedOp::Proc { dst },
-                MountOp::Dev => {
-                    let mut devices = Vec::new();
-                    for d in ["null", "zero", "full", "random", "urandom", "tty"] {
-                        devices.push((
-                            cstring(format!("/oldroot/dev/{d}"))?,
-                            cstring(format!("/newroot/dev/{d}"))?,
-                        ));
-                    }
-                    let mut links = Vec::new();
-                    for (t, l) in [
-                        ("/proc/self/fd", "fd"),
-                        ("/proc/self/fd/0", "stdin"),
-                        ("/proc/self/fd/1", "stdout"),
-                        ("/proc/self/fd/2", "stderr"),
-                    ] {
-                        links.push((cstring(t)?, cstring(format!("/newroot/dev/{l}"))?));
-                    }
-                    PreparedOp::Dev {
-                        dst,
-                        devices,
-                        links,
-                    }
-                }
+                MountOp::Dev => PreparedOp::Dev {
+                    dst,
+                    devices: child::standard_devices(),
+                    links: child::standard_dev_links(),
+                },
                 MountOp::Stub { dir } => PreparedOp::Stub { dst, dir: *dir },
                 MountOp::Symlink { target } => PreparedOp::Symlink {
                     target: cstring(target.as_os_str().as_bytes())?,
