@@ -135,8 +135,8 @@ pub struct SandboxBuilder {
 /// Namespaces made ahead of [`Sandbox::spawn`], on a thread of its own while the caller resolves its
 /// policy: a private network namespace with its loopback up (most of a millisecond of kernel work,
 /// `setup_net`, the largest single cost of a launch), and a mount namespace with the staging root and the
-/// new root's `/dev` already in place ([`child::stage_root`], [`child::make_dev`]), which the init joins
-/// instead of copying the host's and making them itself. Made on the other core, both leave the
+/// new root's `/dev` already in place (the host's tree at `/oldroot`, the new root's tmpfs at `/newroot`),
+/// which the init joins instead of copying the host's and making them itself. Made on the other core, both leave the
 /// launch's path.
 ///
 /// Only a supervisor running as root makes them ahead: without privilege they must belong to the
