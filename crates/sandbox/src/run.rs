@@ -136,8 +136,8 @@ pub struct SandboxBuilder {
 /// policy: a private network namespace with its loopback up (most of a millisecond of kernel work,
 /// `setup_net`, the largest single cost of a launch), and a mount namespace with the staging root and the
 /// new root's `/dev` already in place (the host's tree at `/oldroot`, the new root's tmpfs at `/newroot`),
-/// which the init joins instead of copying the host's and making them itself. Made on the other core, both leave the
-/// launch's path.
+/// which the init joins instead of copying the host's and making them itself. Made on the other core,
+/// both leave the launch's path.
 ///
 /// Only a supervisor running as root makes them ahead: without privilege they must belong to the
 /// sandbox's own user namespace, which only the clone creates. The thread is always joined before the
