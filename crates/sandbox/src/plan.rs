@@ -26,10 +26,11 @@ pub const MAX_GLOB_WALK_ENTRIES: usize = 200_000;
 pub const MAX_GLOB_GUARDED_ENTRIES: usize = 2_000;
 
 /// The host directories one plan has listed, each read once: the built-in profile's globs and guards
-/// walk the same `.git` a dozen times per launch. The plan describes the host as it is at start, so a
-/// listing never goes stale within it.
+/// walk the same `.git` a dozen times per launch (and try to, a dozen times, where it is missing). The
+/// plan describes the host as it is at start, so a listing, or a directory found unreadable, never goes
+/// stale within it.
 #[derive(Default)]
-struct Listings(std::collections::HashMap<PathBuf, Rc<Listing>>);
+struct Listings(std::collections::HashMap<PathBuf, Option<Rc<Listing>>>);
 
 /// The entries of one directory, in `read_dir` order.
 struct Listing {
@@ -53,11 +54,11 @@ impl Listings {
     /// The entries of `dir`, at most [`Self::MAX_KEPT`] of them, or `None` if it cannot be read.
     fn of(&mut self, dir: &Path) -> Option<Rc<Listing>> {
         if let Some(found) = self.0.get(dir) {
-            return Some(found.clone());
+            return found.clone();
         }
-        let listing = Rc::new(Self::read(dir, Self::MAX_KEPT)?);
+        let listing = Self::read(dir, Self::MAX_KEPT).map(Rc::new);
         self.0.insert(dir.to_path_buf(), listing.clone());
-        Some(listing)
+        listing
     }
 
     /// Every entry of `dir`, however many (kept only if within [`Self::MAX_KEPT`]).
@@ -72,7 +73,7 @@ impl Listings {
     /// (a cut listing kept would stand for the whole directory to the walks).
     fn first(&mut self, dir: &Path, most: usize) -> Option<Rc<Listing>> {
         match self.0.get(dir) {
-            Some(found) => Some(found.clone()),
+            Some(found) => found.clone(),
             None => Self::read(dir, most).map(Rc::new),
         }
     }
@@ -1222,17 +1223,14 @@ mod tests {
         assert_eq!((exact.entries.len(), exact.complete), (3, true));
 
         let mut listings = Listings::default();
-        listings.0.insert(dir.path().to_path_buf(), Rc::new(cut));
+        listings
+            .0
+            .insert(dir.path().to_path_buf(), Some(Rc::new(cut)));
         assert_eq!(listings.of(dir.path()).unwrap().entries.len(), 2);
         let whole = listings.whole(dir.path()).unwrap();
         let mut names: Vec<_> = whole.entries.iter().map(|e| e.path.clone()).collect();
         names.sort();
         assert_eq!(names, ["a", "b", "c"].map(|n| dir.path().join(n)));
-        assert!(
-            Listings::default()
-                .of(&dir.path().join("missing"))
-                .is_none()
-        );
 
         // A short read for the stand-ins is not kept: the walks still see every entry.
         let mut listings = Listings::default();
@@ -1240,6 +1238,15 @@ mod tests {
         let listing = listings.of(dir.path()).unwrap();
         assert_eq!((listing.entries.len(), listing.complete), (3, true));
         assert_eq!(listings.first(dir.path(), 1).unwrap().entries.len(), 3);
+
+        // A directory missing at the start stays missing for the plan: it is looked for once.
+        let missing = dir.path().join("missing");
+        let mut listings = Listings::default();
+        assert!(listings.of(&missing).is_none());
+        std::fs::create_dir(&missing).unwrap();
+        assert!(listings.of(&missing).is_none());
+        assert!(listings.first(&missing, 1).is_none());
+        assert!(Listings::default().of(&missing).is_some());
     }
 
     /// The byte comparison answers as `Path::starts_with` does for every pair of normalized paths,
