@@ -1372,7 +1372,7 @@ impl Workers {
             let (jobs, idle) = (self.jobs.clone(), self.idle.clone());
             std::thread::spawn(move || {
                 // Each worker has a working directory of its own: the calls it makes set it.
-                if sys::unshare_fs().is_err() {
+                if sys::unshare(libc::CLONE_FS).is_err() {
                     return;
                 }
                 loop {

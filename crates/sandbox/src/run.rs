@@ -174,12 +174,12 @@ impl Namespaces {
                 let _ = wait_placed.recv();
                 // Only this thread moves: namespaces belong to each thread, not to the process.
                 let net = net.then(|| -> std::io::Result<OwnedFd> {
-                    sys::unshare_net()?;
+                    sys::unshare(libc::CLONE_NEWNET)?;
                     sys::loopback_up()?;
                     std::fs::File::open("/proc/thread-self/ns/net").map(OwnedFd::from)
                 });
                 let staged_root = (|| -> std::io::Result<OwnedFd> {
-                    sys::unshare_mount()?;
+                    sys::unshare(libc::CLONE_NEWNS)?;
                     let ns = std::fs::File::open("/proc/thread-self/ns/mnt").map(OwnedFd::from)?;
                     let strings = child::Strings::new();
                     child::stage_root(&strings).map_err(|(_, e)| e)?;

@@ -1321,23 +1321,12 @@ fn unix_address(name: &[u8]) -> io::Result<(libc::sockaddr_un, u32)> {
     ))
 }
 
-/// Gives the calling thread its own working directory, root and umask (`unshare(CLONE_FS)`).
-pub(crate) fn unshare_fs() -> io::Result<()> {
+/// `unshare(flags)`: gives the calling thread, and no other, what `flags` name for its own: its working
+/// directory, root and umask (`CLONE_FS`), a copy of the mount namespace (`CLONE_NEWNS`, which unshares
+/// those too), a new network namespace (`CLONE_NEWNET`).
+pub(crate) fn unshare(flags: c_int) -> io::Result<()> {
     // SAFETY: an integer argument; affects only the calling thread.
-    check(unsafe { libc::unshare(libc::CLONE_FS) }).map(drop)
-}
-
-/// Moves the calling thread, and no other, into a new network namespace (`unshare(CLONE_NEWNET)`).
-/// `unshare(CLONE_NEWNS)`: a copy of the mount namespace for the calling thread alone (its filesystem
-/// context, root and working directory, is unshared with it).
-pub(crate) fn unshare_mount() -> io::Result<()> {
-    // SAFETY: an integer argument; affects only the calling thread.
-    check(unsafe { libc::unshare(libc::CLONE_NEWNS) }).map(drop)
-}
-
-pub(crate) fn unshare_net() -> io::Result<()> {
-    // SAFETY: an integer argument; affects only the calling thread.
-    check(unsafe { libc::unshare(libc::CLONE_NEWNET) }).map(drop)
+    check(unsafe { libc::unshare(flags) }).map(drop)
 }
 
 /// `connect(2)` of `sock` to the Unix socket `name` in the calling thread's working directory.
