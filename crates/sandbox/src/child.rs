@@ -211,7 +211,7 @@ impl Strings {
             deny: c("deny"),
             mask_data: c("mode=0111,size=16k"),
             dev_data: c("mode=0755,size=64k"),
-            dev: c("/newroot/dev"),
+            dev: c(NEW_DEV),
         }
     }
 }
@@ -587,6 +587,9 @@ fn build_root(p: &Prepared) {
     .or_fail(p, 11);
 }
 
+/// The new root's `/dev` while the root is built ([`Strings::dev`], and where its entries are made).
+const NEW_DEV: &str = "/newroot/dev";
+
 /// The standard devices, bound from the host's `/dev` (staged at /oldroot) into the new root's.
 pub(crate) fn standard_devices() -> Vec<(CString, CString)> {
     ["null", "zero", "full", "random", "urandom", "tty"]
@@ -594,7 +597,7 @@ pub(crate) fn standard_devices() -> Vec<(CString, CString)> {
         .map(|d| {
             (
                 CString::new(format!("/oldroot/dev/{d}")).unwrap_or_default(),
-                CString::new(format!("/newroot/dev/{d}")).unwrap_or_default(),
+                CString::new(format!("{NEW_DEV}/{d}")).unwrap_or_default(),
             )
         })
         .collect()
@@ -612,7 +615,7 @@ pub(crate) fn standard_dev_links() -> Vec<(CString, CString)> {
     .map(|(t, l)| {
         (
             CString::new(t).unwrap_or_default(),
-            CString::new(format!("/newroot/dev/{l}")).unwrap_or_default(),
+            CString::new(format!("{NEW_DEV}/{l}")).unwrap_or_default(),
         )
     })
     .collect()
