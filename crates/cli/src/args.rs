@@ -189,6 +189,9 @@ pub(crate) struct InstallArgs {
     pub(crate) hook_timeout: u32,
 }
 
+/// The hook's `--deadline` when none is given.
+pub(crate) const DEFAULT_DEADLINE: &str = "5s";
+
 #[derive(Debug, Args)]
 pub(crate) struct HookArgs {
     #[command(flatten)]
@@ -199,7 +202,7 @@ pub(crate) struct HookArgs {
     /// Answer deny by this time after starting if judging has not finished (slow filesystem, huge
     /// command): Claude Code lets a call through when a hook outlives its timeout, so this must be shorter
     /// than the installed timeout (`install` sets both).
-    #[arg(long, value_name = "DURATION", default_value = "5s")]
+    #[arg(long, value_name = "DURATION", default_value = DEFAULT_DEADLINE)]
     pub(crate) deadline: String,
 }
 
@@ -578,7 +581,7 @@ pub(crate) struct PolicyArgs {
     pub(crate) pinned: bool,
 }
 
-#[derive(Debug, Args)]
+#[derive(Debug, Args, Default)]
 pub(crate) struct RunArgs {
     #[command(flatten)]
     pub(crate) policy: PolicyArgs,

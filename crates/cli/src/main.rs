@@ -9,6 +9,7 @@ mod install;
 mod output;
 mod policy_args;
 mod quarantine_cmd;
+mod quick_args;
 mod run;
 mod workspace_cmd;
 
@@ -56,11 +57,16 @@ impl From<ExitStatus> for ExitCode {
 
 fn main() -> ExitCode {
     // These start once per tool call, confined command or quarantined read: parse them with their own
-    // flags only.
+    // flags only, and the usual lines of `hook` and `run` without clap at all (`quick_args`).
     match args::subcommand_name().as_deref() {
         Some("hook") => {
+            let argv: Vec<std::ffi::OsString> = std::env::args_os().collect();
+            if let Some((args, global)) = quick_args::hook(&argv) {
+                return hook::claude(args, &policy_args::audit_log(global.audit_log.as_deref()))
+                    .into();
+            }
             // A usage error of the hook still answers as a hook: it blocks.
-            return match SingleCli::<HookOnly>::try_parse() {
+            return match SingleCli::<HookOnly>::try_parse_from(argv) {
                 Ok(SingleCli {
                     command:
                         HookOnly::Hook {
@@ -74,6 +80,11 @@ fn main() -> ExitCode {
             };
         }
         Some("run") => {
+            let argv: Vec<std::ffi::OsString> = std::env::args_os().collect();
+            if let Some((args, global)) = quick_args::run(&argv) {
+                let audit = policy_args::audit_log(global.audit_log.as_deref());
+                return finish(run::run(args, global.json, &audit));
+            }
             return single(|RunOnly::Run(args), global| {
                 finish(run::run(
                     args,
