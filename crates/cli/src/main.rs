@@ -60,10 +60,12 @@ fn main() -> ExitCode {
     // flags only, and the usual lines of `hook` and `run` without clap at all (`quick_args`).
     match args::subcommand_name().as_deref() {
         Some("hook") => {
+            let answer = |args, global: GlobalArgs| -> ExitCode {
+                hook::claude(args, &policy_args::audit_log(global.audit_log.as_deref())).into()
+            };
             let argv: Vec<std::ffi::OsString> = std::env::args_os().collect();
             if let Some((args, global)) = quick_args::hook(&argv) {
-                return hook::claude(args, &policy_args::audit_log(global.audit_log.as_deref()))
-                    .into();
+                return answer(args, global);
             }
             // A usage error of the hook still answers as a hook: it blocks.
             return match SingleCli::<HookOnly>::try_parse_from(argv) {
@@ -73,25 +75,20 @@ fn main() -> ExitCode {
                             target: HookTarget::Claude(args),
                         },
                     global,
-                }) => {
-                    hook::claude(args, &policy_args::audit_log(global.audit_log.as_deref())).into()
-                }
+                }) => answer(args, global),
                 Err(e) => hook::usage_failure(&e.to_string()),
             };
         }
         Some("run") => {
+            let confine = |args, global: GlobalArgs| {
+                let audit = policy_args::audit_log(global.audit_log.as_deref());
+                finish(run::run(args, global.json, &audit))
+            };
             let argv: Vec<std::ffi::OsString> = std::env::args_os().collect();
             if let Some((args, global)) = quick_args::run(&argv) {
-                let audit = policy_args::audit_log(global.audit_log.as_deref());
-                return finish(run::run(args, global.json, &audit));
+                return confine(args, global);
             }
-            return single(|RunOnly::Run(args), global| {
-                finish(run::run(
-                    args,
-                    global.json,
-                    &policy_args::audit_log(global.audit_log.as_deref()),
-                ))
-            });
+            return single(|RunOnly::Run(args), global| confine(args, global));
         }
         Some("quarantine") => {
             return single(|QuarantineOnly::Quarantine(args), global| {
