@@ -1,6 +1,7 @@
 mod agreement;
 mod audit_explain;
 mod claude_code;
+mod deputy;
 mod fs_tools;
 mod hook;
 mod load;

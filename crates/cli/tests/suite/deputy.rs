@@ -1,0 +1,820 @@
+//! The mediator as a confused deputy (issue 30). The seccomp filter hands every naming call (`open` with
+//! `O_CREAT`, `mkdir`, `mknod`, `rename`, `link`, `symlink`, `bind`, `connect`) to the mediator, which runs
+//! outside the sandbox with more power than the agent and performs the call itself. These tests attack it
+//! from the agent's side with paths the agent's own kernel resolves one way and a careless deputy
+//! another: `/proc/self/..`, `/proc/thread-self/..` and planted links to them lead, in the host's `/proc`,
+//! to other host processes' `root`, `cwd`, `environ`, `mem` and `fd/N`. Each attack runs unconfined first
+//! (it must escape there) and inside must leave the host unchanged: no file created or truncated, no
+//! secret read, no socket or pipe reached. A table (`tests/fixtures/deputy_suite.py`) tries `/proc` from
+//! every angle through every mediated call, and a seeded property run
+//! (`tests/fixtures/deputy_property.py`) compares the mediated open with the agent's own. The positive
+//! twins (`/dev/stdout`, `/proc/self/fd/N`, `/proc/self/cwd`) must keep working.
+//!
+//! Every test uses a project outside `/tmp` (`TestDir::outside_tmp`): a project under `/tmp` makes the run
+//! bind the host's `/tmp`, and the host's `/tmp` is what the attacks aim at.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+use std::os::unix::net::UnixListener;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use super::util::*;
+
+/// `both_users!` with the project outside `/tmp`.
+macro_rules! both_users_outside_tmp {
+    ($(#[$m:meta])* fn $name:ident($d:ident) $body:block) => {
+        $(#[$m])*
+        mod $name {
+            #[allow(unused_imports, reason = "not every body needs every helper")]
+            use super::*;
+            fn body($d: TestDir) $body
+            #[test]
+            fn as_root() {
+                if !landlock_ready() { return; }
+                if !is_root() {
+                    eprintln!("SKIPPED: not root, cannot run the root variant");
+                    return;
+                }
+                body(TestDir::outside_tmp(Who::Root));
+            }
+            #[test]
+            fn as_user() {
+                if !landlock_ready() { return; }
+                if is_root() && test_user().is_none() {
+                    panic!("running as root but could not create the unprivileged test user");
+                }
+                body(TestDir::outside_tmp(Who::User));
+            }
+        }
+    };
+}
+
+/// Python shared by the attack scripts: `attempt(NAME, F)` prints `ESCAPED NAME RESULT` when `F()` works
+/// and `held NAME ERRNO` when it raises; `hostproc` is a planted link to `/proc/self/..`.
+const PY_ATTEMPT: &str = r#"import errno, os, socket, sys
+RC = os.O_RDONLY | os.O_CREAT
+def attempt(name, f):
+    try:
+        r = f()
+    except OSError as e:
+        print('held', name, errno.errorcode.get(e.errno, e.errno), flush=True)
+    else:
+        print('ESCAPED', name, repr(r)[:400], flush=True)
+def create(path):
+    f = os.open(path, os.O_WRONLY | os.O_CREAT, 0o644)
+    os.write(f, b'pwned')
+    os.close(f)
+    return 'created'
+def read(path, at=0, n=4096):
+    f = os.open(path, RC)
+    if at:
+        os.lseek(f, at, os.SEEK_SET)
+    return os.read(f, n)
+def write(path, data):
+    f = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_NOCTTY)
+    return os.write(f, data.encode())
+def connect(path):
+    s = socket.socket(socket.AF_UNIX)
+    s.connect(path)
+    return 'connected'
+if not os.path.lexists('hostproc'):
+    os.symlink('/proc/self/..', 'hostproc')
+"#;
+
+/// The home directory the run sees as `~` (the test user's, or root's).
+fn home(d: &TestDir) -> PathBuf {
+    match (d.who, test_user()) {
+        (Who::User, Some((_, _, home))) => home,
+        _ => PathBuf::from(std::env::var_os("HOME").unwrap_or_else(|| "/root".into())),
+    }
+}
+
+/// Gives `p` to the test directory's user (unchanged for root).
+fn give(d: &TestDir, p: &Path) {
+    if let (Who::User, Some((uid, gid, _))) = (d.who, test_user()) {
+        std::os::unix::fs::lchown(p, Some(uid), Some(gid)).unwrap();
+    }
+}
+
+/// A process on the host, as the test directory's user, in `cwd`: `sleep 300` unless told otherwise.
+fn host_process(d: &TestDir, cwd: &Path, argv: &[&str], env: &[(&str, &str)]) -> Command {
+    let mut cmd = d.as_who();
+    cmd.args(if argv.is_empty() {
+        &["sleep", "300"][..]
+    } else {
+        argv
+    });
+    cmd.current_dir(cwd).stdin(Stdio::null());
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    cmd
+}
+
+/// The attack script run unconfined on the host as the test directory's user, in `cwd`; its stdout.
+fn control(d: &TestDir, cwd: &Path, script: &str, args: &[&str]) -> String {
+    let out = d
+        .as_who()
+        .args(["/usr/bin/python3", "-c", script])
+        .args(args)
+        .current_dir(cwd)
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// A directory for the control, owned by the test directory's user.
+fn control_dir(d: &TestDir) -> PathBuf {
+    d.mkdir("control");
+    d.path("control")
+}
+
+/// The same script under `stockade run FLAGS -- python3 -c SCRIPT ARGS`, in the project.
+fn inside(d: &TestDir, flags: &[&str], script: &str, args: &[&str]) -> Out {
+    let mut argv: Vec<&str> = vec!["run"];
+    argv.extend_from_slice(flags);
+    argv.extend_from_slice(&["--", "python3", "-c", script]);
+    argv.extend_from_slice(args);
+    d.stockade(argv).run()
+}
+
+/// Removes its paths when dropped (files, sockets or directories), so a failing test leaves no trace.
+struct Cleanup(Vec<PathBuf>);
+
+impl Drop for Cleanup {
+    fn drop(&mut self) {
+        for p in &self.0 {
+            let _ = std::fs::remove_file(p).or_else(|_| std::fs::remove_dir_all(p));
+        }
+    }
+}
+
+#[track_caller]
+fn assert_all_escaped(unconfined: &str, names: &[&str]) {
+    for name in names {
+        assert!(
+            unconfined.contains(&format!("ESCAPED {name} ")),
+            "the control must escape ({name}):\n{unconfined}"
+        );
+    }
+}
+
+#[track_caller]
+fn assert_all_held(out: &Out, names: &[&str]) {
+    out.ok().stdout_lacks("ESCAPED");
+    for name in names {
+        out.stdout_has(&format!("held {name} "));
+    }
+}
+
+const TMP_WRITE: &str = r#"
+P, base, cache = sys.argv[1], sys.argv[2], sys.argv[3]
+attempt('self', lambda: create(f'/proc/self/../{P}/root{base}-self'))
+attempt('thread-self', lambda: create(f'/proc/thread-self/../../../{P}/root{base}-thread-self'))
+attempt('planted-link', lambda: create(f'hostproc/{P}/root{base}-link'))
+attempt('cache', lambda: create(f'/proc/self/../{P}/root{cache}'))
+"#;
+
+both_users_outside_tmp! {
+    /// Issue 30's report: `open(O_CREAT)` of `/proc/self/../P/root/tmp/...` (P a host process of the same
+    /// user) made a file in the host's `/tmp`; also through `/proc/thread-self/..`, a link the agent planted
+    /// to `/proc/self/..`, and into the host's copy of a cache the run overlays (`~/.cache/pip`).
+    fn host_tmp_is_not_written_through_proc_self_dotdot(d) {
+        let m = unique_marker();
+        let cache_dir = home(&d).join(".cache/pip");
+        let mk = d.as_who().args(["mkdir", "-p"]).arg(&cache_dir).status().unwrap();
+        assert!(mk.success());
+        let base = format!("/tmp/stockade-deputy-{m}");
+        let control_base = format!("{base}-control");
+        let cache = cache_dir.join(format!("stockade-deputy-{m}"));
+        let control_cache = cache_dir.join(format!("stockade-deputy-{m}-control"));
+        let suffixes = ["-self", "-thread-self", "-link"];
+        let mut made: Vec<PathBuf> = suffixes.iter().flat_map(|s| [format!("{base}{s}"), format!("{control_base}{s}")]).map(PathBuf::from).collect();
+        made.extend([cache.clone(), control_cache.clone()]);
+        let _cleanup = Cleanup(made);
+        let _p = KillOnDrop(host_process(&d, &d.root, &[], &[]).spawn().unwrap());
+        let pid = _p.0.id().to_string();
+        let script = format!("{PY_ATTEMPT}{TMP_WRITE}");
+
+        let unconfined = control(&d, &control_dir(&d), &script, &[&pid, &control_base, control_cache.to_str().unwrap()]);
+        assert_all_escaped(&unconfined, &["self", "thread-self", "planted-link", "cache"]);
+        for s in suffixes {
+            assert!(exists(Path::new(&format!("{control_base}{s}"))), "the control made {control_base}{s}");
+        }
+        assert!(exists(&control_cache));
+
+        let out = inside(&d, &[], &script, &[&pid, &base, cache.to_str().unwrap()]);
+        let escaped: Vec<String> = suffixes.iter().map(|s| format!("{base}{s}")).chain([cache.display().to_string()])
+            .filter(|p| exists(Path::new(p))).collect();
+        assert!(escaped.is_empty(), "made on the host from inside: {escaped:?}\n{out:?}");
+        assert_all_held(&out, &["self", "thread-self", "planted-link", "cache"]);
+    }
+}
+
+/// Holds a secret at a known address and prints the address; the environment holds another.
+const MEM_HOLDER: &str = "import ctypes, sys\n\
+b = ctypes.create_string_buffer(sys.argv[1].encode())\n\
+print(ctypes.addressof(b), flush=True)\n\
+sys.stdin.read()\n";
+
+const ENVIRON_MEM: &str = r#"
+P, addr = sys.argv[1], int(sys.argv[2])
+def secret(path):
+    return [e for e in read(path, n=1 << 20).split(b'\0') if e.startswith(b'DEPUTY_SECRET=')]
+attempt('environ', lambda: secret(f'/proc/self/../{P}/environ'))
+attempt('environ-thread-self', lambda: secret(f'/proc/thread-self/../../../{P}/environ'))
+attempt('environ-planted-link', lambda: secret(f'hostproc/{P}/environ'))
+attempt('mem', lambda: read(f'/proc/self/../{P}/mem', addr, 64))
+attempt('maps', lambda: read(f'/proc/self/../{P}/maps'))
+"#;
+
+both_users_outside_tmp! {
+    /// A host process's `environ` and `mem`, through `/proc/self/../P` with `O_RDONLY|O_CREAT` (mediated
+    /// because of `O_CREAT`, which changes nothing for an existing file).
+    fn host_process_environ_and_mem_are_not_read(d) {
+        let m = unique_marker();
+        let env_secret = format!("ENVSECRET{m}");
+        let mem_secret = format!("MEMSECRET{m}");
+        let mut holder = host_process(&d, &d.root, &["/usr/bin/python3", "-c", MEM_HOLDER, &mem_secret], &[("DEPUTY_SECRET", &env_secret)]);
+        let mut child = holder.stdin(Stdio::piped()).stdout(Stdio::piped()).spawn().unwrap();
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
+        let _holder = KillOnDrop(child);
+        let pid = _holder.0.id().to_string();
+        let addr = line.trim().to_string();
+        let script = format!("{PY_ATTEMPT}{ENVIRON_MEM}");
+
+        let unconfined = control(&d, &control_dir(&d), &script, &[&pid, &addr]);
+        assert_all_escaped(&unconfined, &["environ", "environ-thread-self", "environ-planted-link", "mem", "maps"]);
+        assert!(unconfined.contains(&env_secret) && unconfined.contains(&mem_secret), "the control must read both secrets:\n{unconfined}");
+
+        let out = inside(&d, &[], &script, &[&pid, &addr]);
+        out.stdout_lacks(&env_secret).stdout_lacks(&mem_secret);
+        assert_all_held(&out, &["environ", "environ-thread-self", "environ-planted-link", "mem", "maps"]);
+    }
+}
+
+const SOCKET_CONNECT: &str = r#"
+P, sock = sys.argv[1], sys.argv[2]
+attempt('self', lambda: connect(f'/proc/self/../{P}/root{sock}'))
+attempt('thread-self', lambda: connect(f'/proc/thread-self/../../../{P}/root{sock}'))
+attempt('planted-link', lambda: connect(f'hostproc/{P}/root{sock}'))
+"#;
+
+both_users_outside_tmp! {
+    /// A listening socket in the host's `/tmp` (like an ssh-agent's or a database's), reached through
+    /// `/proc/self/../P/root/tmp/...`: nothing may arrive in its queue.
+    fn host_unix_socket_is_not_connected_through_proc(d) {
+        let sock = PathBuf::from(format!("/tmp/stockade-deputy-{}.sock", unique_marker()));
+        let _cleanup = Cleanup(vec![sock.clone()]);
+        let listener = UnixListener::bind(&sock).unwrap();
+        std::fs::set_permissions(&sock, std::fs::Permissions::from_mode(0o777)).unwrap();
+        listener.set_nonblocking(true).unwrap();
+        let _p = KillOnDrop(host_process(&d, &d.root, &[], &[]).spawn().unwrap());
+        let pid = _p.0.id().to_string();
+        let script = format!("{PY_ATTEMPT}{SOCKET_CONNECT}");
+
+        let unconfined = control(&d, &control_dir(&d), &script, &[&pid, sock.to_str().unwrap()]);
+        assert_all_escaped(&unconfined, &["self", "thread-self", "planted-link"]);
+        for _ in 0..3 {
+            assert!(listener.accept().is_ok(), "the control's connection must be queued");
+        }
+
+        let out = inside(&d, &[], &script, &[&pid, sock.to_str().unwrap()]);
+        let queued = listener.accept();
+        assert!(
+            matches!(&queued, Err(e) if e.kind() == std::io::ErrorKind::WouldBlock),
+            "a connection from inside reached the host's socket: {queued:?}\n{out:?}"
+        );
+        assert_all_held(&out, &["self", "thread-self", "planted-link"]);
+    }
+}
+
+const PIPE_WRITE: &str = r#"
+P, tag = sys.argv[1], sys.argv[2]
+attempt('self', lambda: write(f'/proc/self/../{P}/fd/1', f'{tag}-self;'))
+attempt('thread-self', lambda: write(f'/proc/thread-self/../../../{P}/fd/1', f'{tag}-thread-self;'))
+attempt('planted-link', lambda: write(f'hostproc/{P}/fd/1', f'{tag}-link;'))
+"#;
+
+both_users_outside_tmp! {
+    /// A pipe a host process holds (as its descriptor 1), written through `/proc/self/../P/fd/1`.
+    fn host_pipe_is_not_written_through_proc_fd(d) {
+        let mut holder = Holder::start(&d, "pipe", &d.root, &[]);
+        let pid = holder.pid.clone();
+        let script = format!("{PY_ATTEMPT}{PIPE_WRITE}");
+
+        let unconfined = control(&d, &control_dir(&d), &script, &[&pid, "CONTROL"]);
+        assert_all_escaped(&unconfined, &["self", "thread-self", "planted-link"]);
+        let got = holder.arrived("SENTINEL-1");
+        assert!(got.contains("CONTROL-self;CONTROL-thread-self;CONTROL-link;"), "the control reaches the pipe: {got}");
+        let out = inside(&d, &[], &script, &[&pid, "INSIDE"]);
+        let got = holder.arrived("SENTINEL-2");
+        assert!(!got.contains("INSIDE"), "written to the host's pipe from inside: {got}\n{out:?}");
+        assert_all_held(&out, &["self", "thread-self", "planted-link"]);
+    }
+}
+
+const TRUNCATE: &str = r#"
+P = sys.argv[1]
+ro_w, ro_r, envrc, denied_w, denied_r, host_w, host_r, tmp_w, cache_w = sys.argv[2:11]
+W = os.O_WRONLY | os.O_CREAT | os.O_TRUNC
+R = os.O_RDONLY | os.O_CREAT | os.O_TRUNC
+def reopen(path, flags):
+    fd = os.open(path, os.O_RDONLY)
+    return os.open(f'/proc/self/fd/{fd}', flags)
+attempt('reopen-read-only-grant-wronly', lambda: reopen(ro_w, W))
+attempt('reopen-read-only-grant-rdonly', lambda: reopen(ro_r, R))
+attempt('reopen-protected-envrc', lambda: reopen(envrc, W))
+attempt('host-route-denied-wronly', lambda: os.open(f'/proc/self/../{P}/root{denied_w}', W))
+attempt('host-route-denied-rdonly', lambda: os.open(f'/proc/self/../{P}/root{denied_r}', R))
+attempt('host-route-outside-wronly', lambda: os.open(f'/proc/self/../{P}/root{host_w}', W))
+attempt('host-route-outside-rdonly', lambda: os.open(f'/proc/self/../{P}/root{host_r}', R))
+attempt('host-route-tmp-wronly', lambda: os.open(f'/proc/self/../{P}/root{tmp_w}', W))
+attempt('host-route-cache-wronly', lambda: os.open(f'/proc/self/../{P}/root{cache_w}', W))
+"#;
+
+const TRUNCATE_CASES: [&str; 9] = [
+    "reopen-read-only-grant-wronly",
+    "reopen-read-only-grant-rdonly",
+    "reopen-protected-envrc",
+    "host-route-denied-wronly",
+    "host-route-denied-rdonly",
+    "host-route-outside-wronly",
+    "host-route-outside-rdonly",
+    "host-route-tmp-wronly",
+    "host-route-cache-wronly",
+];
+
+both_users_outside_tmp! {
+    /// Truncation by a mediated open: a file granted read-only, opened `O_RDONLY` and reopened through
+    /// `/proc/self/fd/N` with `O_CREAT|O_TRUNC`; the project's `.envrc` (read-only in the built-in
+    /// profile) the same way; a denied file in the project and a host file outside the policy through
+    /// `/proc/self/../P/root/...`. Every one keeps its content.
+    fn files_outside_the_policy_are_not_truncated(d) {
+        let m = unique_marker();
+        let cache_dir = home(&d).join(".cache/pip");
+        let mk = d.as_who().args(["mkdir", "-p"]).arg(&cache_dir).status().unwrap();
+        assert!(mk.success());
+        // In the test directory, in the host's /tmp and in the host's cache (which the run overlays).
+        let files = |control: bool| -> Vec<(PathBuf, String)> {
+            let (prefix, suffix) = if control { ("control/", "-control") } else { ("", "") };
+            let mut v: Vec<PathBuf> = ["outside/ro-w.txt", "outside/ro-r.txt", "work/.envrc", "work/secret/w.txt", "work/secret/r.txt", "hostonly/w.txt", "hostonly/r.txt"]
+                .iter().map(|f| d.path(&format!("{prefix}{f}"))).collect();
+            v.push(PathBuf::from(format!("/tmp/stockade-deputy-{m}-trunc{suffix}")));
+            v.push(cache_dir.join(format!("stockade-deputy-{m}-trunc{suffix}")));
+            v.into_iter().map(|p| { let text = format!("KEEP {}\n", p.display()); (p, text) }).collect()
+        };
+        let _cleanup = Cleanup([files(false), files(true)].concat().into_iter().map(|(p, _)| p).filter(|p| !p.starts_with(&d.root)).collect());
+        for (p, text) in [files(false), files(true)].concat() {
+            std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+            std::fs::write(&p, &text).unwrap();
+            give(&d, &p);
+        }
+        d.chown_all();
+        let _p = KillOnDrop(host_process(&d, &d.root, &[], &[]).spawn().unwrap());
+        let pid = _p.0.id().to_string();
+        let script = format!("{PY_ATTEMPT}{TRUNCATE}");
+        let args = |control: bool| -> Vec<String> {
+            std::iter::once(pid.clone()).chain(files(control).into_iter().map(|(p, _)| p.display().to_string())).collect()
+        };
+
+        let control_args = args(true);
+        let control_args: Vec<&str> = control_args.iter().map(String::as_str).collect();
+        let unconfined = control(&d, &control_dir(&d), &script, &control_args);
+        assert_all_escaped(&unconfined, &TRUNCATE_CASES);
+        for (p, _) in files(true) {
+            assert_eq!(std::fs::read_to_string(&p).unwrap(), "", "the control truncates {}", p.display());
+        }
+
+        let outside = d.path("outside");
+        let inside_args = args(false);
+        let inside_args: Vec<&str> = inside_args.iter().map(String::as_str).collect();
+        let out = inside(&d, &["--ro", outside.to_str().unwrap(), "--deny", "secret"], &script, &inside_args);
+        let changed: Vec<String> = files(false).into_iter().filter(|(p, text)| std::fs::read_to_string(p).ok().as_ref() != Some(text)).map(|(p, _)| p.display().to_string()).collect();
+        assert!(changed.is_empty(), "truncated from inside: {changed:?}\n{out:?}");
+        assert_all_held(&out, &TRUNCATE_CASES);
+    }
+}
+
+/// Holds a pipe (as its descriptor 1) or a pseudo-terminal (raw mode) the way a user's shell holds
+/// its terminal or a pipeline its pipe: made by the holder itself, so it belongs to the test's user. Prints
+/// the descriptor and the terminal's name, then for each line on stdin reads what arrived up to that
+/// line's text (a sentinel the test writes after an attack) and prints it.
+const HOLDER: &str = "import os, pty, sys, tty\n\
+out = os.fdopen(os.dup(1), 'w')\n\
+if sys.argv[1] == 'pty':\n    \
+r, w = pty.openpty()\n    \
+tty.setraw(w)\n    \
+name = os.ttyname(w)\n\
+else:\n    \
+r, w = os.pipe()\n    \
+os.dup2(w, 1)\n    \
+os.close(w)\n    \
+w, name = 1, '-'\n\
+print(w, name, file=out, flush=True)\n\
+for line in sys.stdin:\n    \
+sentinel = line.strip().encode()\n    \
+got = b''\n    \
+while sentinel not in got:\n        \
+got += os.read(r, 4096)\n    \
+print(repr(got.split(sentinel)[0]), file=out, flush=True)\n";
+
+/// A `HOLDER` on the host, as the test directory's user.
+struct Holder {
+    _process: KillOnDrop,
+    pid: String,
+    fd: String,
+    tty: String,
+    to: std::process::ChildStdin,
+    from: BufReader<std::process::ChildStdout>,
+}
+
+impl Holder {
+    fn start(d: &TestDir, kind: &str, cwd: &Path, env: &[(&str, &str)]) -> Holder {
+        let mut child = host_process(d, cwd, &["/usr/bin/python3", "-c", HOLDER, kind], env)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let to = child.stdin.take().unwrap();
+        let mut from = BufReader::new(child.stdout.take().unwrap());
+        let mut line = String::new();
+        from.read_line(&mut line).unwrap();
+        let (fd, tty) = line.trim().split_once(' ').unwrap();
+        let (fd, tty) = (fd.to_string(), tty.to_string());
+        let pid = child.id().to_string();
+        Holder {
+            _process: KillOnDrop(child),
+            pid,
+            fd,
+            tty,
+            to,
+            from,
+        }
+    }
+
+    /// Everything that arrived before `sentinel`, which the test writes now (as root through
+    /// `/proc/PID/fd/N`, or as anyone to the terminal; O_NOCTTY so the test never takes it as its own).
+    fn arrived(&mut self, sentinel: &str) -> String {
+        let path = if self.tty == "-" {
+            format!("/proc/{}/fd/{}", self.pid, self.fd)
+        } else {
+            self.tty.clone()
+        };
+        std::fs::OpenOptions::new()
+            .write(true)
+            .custom_flags(0o400)
+            .open(&path)
+            .unwrap()
+            .write_all(sentinel.as_bytes())
+            .unwrap();
+        writeln!(self.to, "{sentinel}").unwrap();
+        let mut got = String::new();
+        self.from.read_line(&mut got).unwrap();
+        got
+    }
+}
+
+const TERMINAL_WRITE: &str = r#"
+P, n, tty, tag = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4]
+attempt('fd', lambda: write(f'/proc/self/../{P}/fd/{n}', f'{tag}-fd;'))
+attempt('dev-pts', lambda: write(f'/proc/self/../{P}/root{tty}', f'{tag}-pts;'))
+attempt('planted-link', lambda: write(f'hostproc/{P}/fd/{n}', f'{tag}-link;'))
+"#;
+
+both_users_outside_tmp! {
+    /// The user's terminal (a pseudo-terminal a host process holds), written through
+    /// `/proc/self/../P/fd/N` and the host's `/dev/pts/K`. The test writes a sentinel after each run and
+    /// the holder reports everything that arrived before it, so no timing decides the outcome.
+    fn host_terminal_is_not_written(d) {
+        let mut holder = Holder::start(&d, "pty", &d.root, &[]);
+        let (pid, n, tty) = (holder.pid.clone(), holder.fd.clone(), holder.tty.clone());
+        let script = format!("{PY_ATTEMPT}{TERMINAL_WRITE}");
+
+        let unconfined = control(&d, &control_dir(&d), &script, &[&pid, &n, &tty, "CONTROL"]);
+        assert_all_escaped(&unconfined, &["fd", "dev-pts", "planted-link"]);
+        let got = holder.arrived("SENTINEL-1");
+        assert!(got.contains("CONTROL-fd;") && got.contains("CONTROL-pts;") && got.contains("CONTROL-link;"), "the control reaches the terminal: {got}");
+
+        let out = inside(&d, &[], &script, &[&pid, &n, &tty, "INSIDE"]);
+        let got = holder.arrived("SENTINEL-2");
+        assert!(!got.contains("INSIDE"), "written to the host's terminal from inside: {got}\n{out:?}");
+        assert_all_held(&out, &["fd", "dev-pts", "planted-link"]);
+    }
+}
+
+/// Every record of the kernel's log, read from the start until one contains `sentinel`.
+fn kmsg_until(sentinel: &str) -> String {
+    let mut kmsg = std::fs::File::open("/dev/kmsg").unwrap();
+    let mut all = String::new();
+    let mut buf = vec![0u8; 8192];
+    while !all.contains(sentinel) {
+        match kmsg.read(&mut buf) {
+            Ok(n) => all.push_str(&String::from_utf8_lossy(&buf[..n])),
+            // EPIPE: records overwritten while reading; the next read goes on from the oldest.
+            Err(e) if e.raw_os_error() == Some(32) => {}
+            Err(e) => panic!("reading /dev/kmsg: {e}"),
+        }
+    }
+    all
+}
+
+/// The kernel's log, `/dev/kmsg` (root's to write, so the control only escapes as root), through
+/// `/proc/self/../P/root/dev/kmsg`; a sentinel the test logs after the run bounds the search.
+#[test]
+fn host_kmsg_is_not_written() {
+    if !landlock_ready() {
+        return;
+    }
+    if !is_root()
+        || std::fs::OpenOptions::new()
+            .write(true)
+            .open("/dev/kmsg")
+            .is_err()
+    {
+        eprintln!(
+            "SKIPPED: /dev/kmsg is not writable here (root's to write): the attack has no control"
+        );
+        return;
+    }
+    let d = TestDir::outside_tmp(Who::Root);
+    let m = unique_marker();
+    let _p = KillOnDrop(host_process(&d, &d.root, &[], &[]).spawn().unwrap());
+    let pid = _p.0.id().to_string();
+    let script = format!(
+        "{PY_ATTEMPT}P, tag = sys.argv[1], sys.argv[2]\n\
+         attempt('kmsg', lambda: write(f'/proc/self/../{{P}}/root/dev/kmsg', tag))\n\
+         attempt('kmsg-planted-link', lambda: write(f'hostproc/{{P}}/root/dev/kmsg', tag + '-link'))\n"
+    );
+    let (control_tag, inside_tag) = (
+        format!("stockade-deputy-{m}-control"),
+        format!("stockade-deputy-{m}-inside"),
+    );
+    let unconfined = control(&d, &control_dir(&d), &script, &[&pid, &control_tag]);
+    assert_all_escaped(&unconfined, &["kmsg", "kmsg-planted-link"]);
+    let out = inside(&d, &[], &script, &[&pid, &inside_tag]);
+    let sentinel = format!("stockade-deputy-{m}-sentinel");
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open("/dev/kmsg")
+        .unwrap()
+        .write_all(sentinel.as_bytes())
+        .unwrap();
+    let log = kmsg_until(&sentinel);
+    assert!(
+        log.contains(&control_tag) && log.contains(&format!("{control_tag}-link")),
+        "the control reaches the kernel's log"
+    );
+    assert!(
+        !log.contains(&inside_tag),
+        "written to the kernel's log from inside\n{out:?}"
+    );
+    assert_all_held(&out, &["kmsg", "kmsg-planted-link"]);
+}
+
+/// What programs do every day through `/dev/std*` and `/proc/self`, each of them a mediated call (`>`
+/// opens with `O_CREAT`).
+const EVERYDAY: &str = r#"
+echo hi-stdout > /dev/stdout && echo ok-stdout
+echo hi-stderr > /dev/stderr && echo ok-stderr
+echo hi-tee | tee /dev/stderr && echo ok-tee
+printf 'copied\n' > f && cp f /dev/stdout && echo ok-cp
+python3 -c "open('/proc/self/fd/1', 'w').write('py-fd1\n')" && echo ok-py-fd1
+python3 -c "open('/dev/stdout', 'w').write('py-stdout\n')" && echo ok-py-stdout
+mkdir -p sub && python3 -c "
+import os
+d = os.open('sub', os.O_RDONLY | os.O_DIRECTORY)
+f = os.open('/proc/self/fd/%d/newfile' % d, os.O_CREAT | os.O_WRONLY, 0o644)
+os.write(f, b'via-dirfd')" && echo ok-dirfd
+echo via-cwd > /proc/self/cwd/made-via-cwd && echo ok-cwd
+mkdir /proc/self/cwd/dir-via-cwd && echo ok-cwd-mkdir
+"#;
+
+const EVERYDAY_OK: [&str; 10] = [
+    "ok-stdout",
+    "ok-stderr",
+    "ok-tee",
+    "ok-cp",
+    "ok-py-fd1",
+    "ok-py-stdout",
+    "ok-dirfd",
+    "ok-cwd",
+    "ok-cwd-mkdir",
+    "copied",
+];
+
+both_users_outside_tmp! {
+    /// The positive twins: `/dev/stdout`, `/dev/stderr`, `tee`, `cp` to `/dev/stdout`,
+    /// `/proc/self/fd/1`, `/proc/self/fd/DIR/newfile`, `/proc/self/cwd/`: unconfined and
+    /// inside alike.
+    fn everyday_proc_self_and_dev_std_paths_keep_working(d) {
+        let ctl = control_dir(&d);
+        // Through a pipe of the user's own (one the test made would be root's, mode 0600).
+        let unconfined = d.as_who().args(["sh", "-c", &format!("{{ {EVERYDAY} }} 2>&1 | cat")]).current_dir(&ctl).output().unwrap();
+        let unconfined = String::from_utf8_lossy(&unconfined.stdout).into_owned();
+        for ok in EVERYDAY_OK {
+            assert!(unconfined.contains(ok), "the control: {ok}\n{unconfined}");
+        }
+        // As the test user, stockade's own stdout and stderr are the test's pipes (root's, mode 0600),
+        // which that user could not reopen unconfined either: there the agent's shell makes the pipe.
+        let out = if d.who == Who::User { d.sh(&[], &format!("{{ {EVERYDAY} }} 2>&1 | cat")) } else { d.sh(&[], EVERYDAY) };
+        out.ok().stdout_has("hi-stdout").stdout_has("hi-tee").stdout_has("py-fd1").stdout_has("py-stdout");
+        if d.who == Who::Root {
+            out.stderr_has("hi-stderr").stderr_has("hi-tee");
+        }
+        for ok in EVERYDAY_OK {
+            out.stdout_has(ok);
+        }
+        assert_eq!(d.read("work/sub/newfile").as_deref(), Some("via-dirfd"));
+        assert_eq!(d.read("work/made-via-cwd").as_deref(), Some("via-cwd\n"));
+        assert!(d.path("work/dir-via-cwd").is_dir());
+    }
+}
+
+/// `oom_score_adj` may be raised by anyone unconfined (it only makes the process the OOM killer's first
+/// choice). Inside, the policy grants the run's `/proc` read-only, and the agent's kernel (Landlock)
+/// refuses the write without `O_CREAT`, which is not mediated. The shell's `>` adds `O_CREAT`: the
+/// mediator must answer as the kernel does, neither more (an escape) nor, here, less.
+const OOM: &str = r#"
+python3 -c "import os; f = os.open('/proc/self/oom_score_adj', os.O_WRONLY); os.write(f, b'900')" && echo ok-plain
+echo 1000 > /proc/self/oom_score_adj && echo ok-shell-$(cat /proc/self/oom_score_adj)
+echo end
+"#;
+
+both_users_outside_tmp! {
+    /// `echo 1000 > /proc/self/oom_score_adj` works unconfined; inside it is refused like the unmediated
+    /// write (decided: `/proc` is read-only in the policy, so it should not work inside).
+    fn oom_score_adj_inside_is_decided_as_the_kernel_decides(d) {
+        let unconfined = d.as_who().args(["sh", "-c", OOM]).current_dir(control_dir(&d)).output().unwrap();
+        let unconfined = String::from_utf8_lossy(&unconfined.stdout).into_owned();
+        assert!(unconfined.contains("ok-plain") && unconfined.contains("ok-shell-1000"), "the control: {unconfined}");
+        d.sh(&[], OOM).ok().stdout_has("end").stdout_lacks("ok-plain").stdout_lacks("ok-shell");
+    }
+}
+
+/// The host side of the table and property runs: a directory in the host's `/tmp` holding a file and a
+/// listening socket, and a host process (whose cwd it is) with its stdout a pipe the test reads.
+struct HostSide {
+    dir: PathBuf,
+    listener: UnixListener,
+    holder: Holder,
+    pid: String,
+}
+
+impl HostSide {
+    fn new(d: &TestDir, name: &str) -> HostSide {
+        let dir = PathBuf::from(format!("/tmp/stockade-deputy-{name}-{}", unique_marker()));
+        std::fs::create_dir(&dir).unwrap();
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+        give(d, &dir);
+        std::fs::write(dir.join("victim"), "HOSTVICTIM\n").unwrap();
+        give(d, &dir.join("victim"));
+        let listener = UnixListener::bind(dir.join("sock")).unwrap();
+        std::fs::set_permissions(dir.join("sock"), std::fs::Permissions::from_mode(0o777)).unwrap();
+        listener.set_nonblocking(true).unwrap();
+        let holder = Holder::start(d, "pipe", &dir, &[("DEPUTY_SECRET", "HOSTENVSECRET")]);
+        let pid = holder.pid.clone();
+        HostSide {
+            dir,
+            listener,
+            holder,
+            pid,
+        }
+    }
+
+    fn dir(&self) -> &str {
+        self.dir.to_str().unwrap()
+    }
+
+    /// What changed on the host: entries of the directory besides `victim` and `sock`, the victim's
+    /// content, connections queued on the socket, bytes written to the process's pipe.
+    fn changes(&mut self) -> Vec<String> {
+        let mut changes = Vec::new();
+        for e in std::fs::read_dir(&self.dir).unwrap().flatten() {
+            let name = e.file_name().to_string_lossy().into_owned();
+            if name != "victim" && name != "sock" {
+                changes.push(format!("made {}", e.path().display()));
+            }
+        }
+        match std::fs::read_to_string(self.dir.join("victim")) {
+            Ok(text) if text == "HOSTVICTIM\n" => {}
+            other => changes.push(format!("victim changed: {other:?}")),
+        }
+        let mut queued = 0;
+        while self.listener.accept().is_ok() {
+            queued += 1;
+        }
+        if queued > 0 {
+            changes.push(format!("{queued} connections reached the socket"));
+        }
+        let piped = self.holder.arrived("SENTINEL");
+        if piped.trim() != "b''" {
+            changes.push(format!("the pipe received {}", piped.trim()));
+        }
+        changes
+    }
+}
+
+impl Drop for HostSide {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// Names a run made on the host with `marker` in them, in the directories a deputy that follows the
+/// host's `/proc` could reach by the scripts' vocabulary (removed, and returned).
+fn strays(d: &TestDir, marker: &str) -> Vec<PathBuf> {
+    let dirs = [
+        PathBuf::from("/"),
+        PathBuf::from("/tmp"),
+        PathBuf::from("/root"),
+        home(d),
+        d.root.clone(),
+    ];
+    let mut found = Vec::new();
+    for dir in dirs {
+        for e in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
+            if e.file_name()
+                .to_string_lossy()
+                .contains(&format!("-{marker}-"))
+            {
+                let p = e.path();
+                let _ = std::fs::remove_file(&p).or_else(|_| std::fs::remove_dir_all(&p));
+                found.push(p);
+            }
+        }
+    }
+    found
+}
+
+const SUITE: &str = include_str!("../fixtures/deputy_suite.py");
+
+both_users_outside_tmp! {
+    /// The deputy suite: `/proc` from every angle (`self`, `thread-self`, `..`, the sandbox's own pids
+    /// and pid 1, the host's pid; `root`, `cwd`, `exe`, `fd/N` of a directory, a pipe and a socket,
+    /// `map_files`, `ns/*`; planted links) through every mediated call. Invariants: no case the agent's
+    /// own kernel cannot reach succeeds, a creation lands where the agent's path leads, and nothing on the
+    /// host is created, changed, read or connected to. The same script run unconfined reaches the host
+    /// and (its kernel being the oracle) reports no violation.
+    fn the_deputy_suite_proc_from_every_angle(d) {
+        let m = unique_marker();
+        let mut control_host = HostSide::new(&d, "suite-control");
+        let unconfined = control(&d, &control_dir(&d), SUITE, &[&control_host.pid, control_host.dir(), &m]);
+        assert!(unconfined.contains(", 0 violations"), "the oracle must agree with the kernel unconfined:\n{unconfined}");
+        for reached in ["case host self/.. environ read -> ok", "case host self/.. sock connect -> ok", "case host self/.. victim trunc -> ok", "case host self/.. fd/1 write -> ok"] {
+            assert!(unconfined.contains(reached), "the control must reach the host: {reached}\n{unconfined}");
+        }
+        assert!(!control_host.changes().is_empty());
+
+        let mut host = HostSide::new(&d, "suite");
+        let out = inside(&d, &[], SUITE, &[&host.pid, host.dir(), &m]);
+        let changes = host.changes();
+        let strays = strays(&d, &m);
+        let violations: Vec<&str> = out.stdout.lines().filter(|l| l.contains("VIOLATION")).collect();
+        out.ok().stdout_has("deputy suite: ");
+        assert!(
+            violations.is_empty() && changes.is_empty() && strays.is_empty() && !out.stdout.contains("HOSTVICTIM") && !out.stdout.contains("HOSTENVSECRET"),
+            "{} violations:\n{}\nhost changes: {changes:?}\nstrays: {strays:?}",
+            violations.len(),
+            violations.join("\n")
+        );
+    }
+}
+
+const PROPERTY: &str = include_str!("../fixtures/deputy_property.py");
+
+both_users_outside_tmp! {
+    /// Random paths mixing `/proc`, `self`, `..`, the host's pid, magic links and planted links (to
+    /// `/proc/self/..`, `..`, the project, `/`): the mediated `open(O_RDONLY|O_CREAT)` never succeeds
+    /// where the agent's own `open(O_RDONLY)` fails (bar a missing leaf it creates), never reaches another
+    /// file, and every creation (`open`, `mkdir`) lands where the agent's path leads. The other direction
+    /// (the mediator refusing what the kernel allows) is counted and printed, not failed.
+    /// `STOCKADE_DEPUTY_SEED` and `STOCKADE_DEPUTY_CASES` (default 3,000) repeat or widen a run.
+    fn mediated_opens_agree_with_the_agents_own(d) {
+        let m = unique_marker();
+        let seed = std::env::var("STOCKADE_DEPUTY_SEED").unwrap_or_else(|_| {
+            std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs().to_string()
+        });
+        let cases = std::env::var("STOCKADE_DEPUTY_CASES").unwrap_or_else(|_| "3000".into());
+        let mut host = HostSide::new(&d, "property");
+        let out = inside(&d, &[], PROPERTY, &[&host.pid, host.dir(), &m, &seed, &cases]);
+        let changes = host.changes();
+        let strays = strays(&d, &m);
+        let summary = out.stdout.lines().find(|l| l.starts_with("property: ")).unwrap_or("no summary");
+        eprintln!("{summary} (STOCKADE_DEPUTY_SEED={seed})");
+        if !summary.contains(", 0 stricter") {
+            eprintln!("WARNING: the mediator refuses opens the agent's kernel allows:\n{}",
+                out.stdout.lines().filter(|l| l.starts_with("stricter")).collect::<Vec<_>>().join("\n"));
+        }
+        let violations: Vec<&str> = out.stdout.lines().filter(|l| l.starts_with("VIOLATION")).collect();
+        out.ok();
+        assert!(
+            violations.is_empty() && changes.is_empty() && strays.is_empty() && summary.contains(", 0 violations"),
+            "seed {seed}: {} violations:\n{}\nhost changes: {changes:?}\nstrays: {strays:?}\n{summary}",
+            violations.len(),
+            violations.iter().take(40).copied().collect::<Vec<_>>().join("\n")
+        );
+    }
+}
