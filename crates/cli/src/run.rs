@@ -151,17 +151,25 @@ pub(crate) fn run(args: RunArgs, json: bool, audit: &AuditLog) -> anyhow::Result
     // The mediator's refusals, each with the rule that decided it, as the hook and the file tools log theirs.
     let mediator_records = outcome.refusals.iter().map(|r| {
         let canonical = stockade_policy::CanonicalPath::assume_canonical(r.path.clone());
-        let explained = policy.explain(&canonical, r.access);
+        let explained = r
+            .reason
+            .explanation()
+            .is_none()
+            .then(|| policy.explain(&canonical, r.access));
+        let why = match (r.reason.explanation(), &explained) {
+            (Some(why), _) => why.to_string(),
+            (None, Some(e)) => e.denial.as_ref().map_or_else(
+                || "not allowed".to_string(),
+                |d| format!("{} ({})", d.reason, d.fix),
+            ),
+            (None, None) => "not allowed".to_string(),
+        };
         let mut record = AuditRecord::new(
             Layer::Kernel,
             format!(
-                "{} of '{}' refused by the mediator: {}",
+                "{} of '{}' refused by the mediator: {why}",
                 r.call,
                 r.path.display(),
-                explained.denial.as_ref().map_or_else(
-                    || "not allowed".to_string(),
-                    |d| format!("{} ({})", d.reason, d.fix)
-                )
             ),
         )
         .maybe_agent(args.policy.agent.as_deref())
@@ -169,8 +177,15 @@ pub(crate) fn run(args: RunArgs, json: bool, audit: &AuditLog) -> anyhow::Result
         .path(r.path.to_string_lossy())
         .access(r.access.to_string())
         .command(command_line.clone());
-        if let Some(rule) = explained.deciding_rule {
-            record = record.rule(rule);
+        match explained.and_then(|e| e.deciding_rule) {
+            Some(rule) => record = record.rule(rule),
+            None if r.reason.explanation().is_some() => {
+                record = record.rule(
+                    "built-in: what the mediator follows for the program (SECURITY.md, deputies)"
+                        .to_string(),
+                );
+            }
+            None => {}
         }
         record
     });

@@ -90,7 +90,7 @@ mod seccomp;
 mod sys;
 
 pub use error::SandboxError;
-pub use mediate::Refusal;
+pub use mediate::{Refusal, RefusalReason};
 pub use plan::{
     LandlockGrant, MAX_GLOB_GUARDED_ENTRIES, MAX_GLOB_WALK_ENTRIES, MountOp, MountPlan,
     PlannedMount, Siblings,

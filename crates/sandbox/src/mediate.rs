@@ -15,19 +15,39 @@
 //! again, so there is no window between the check and the use (answering "continue" would let another
 //! thread of the caller rewrite the path after the check).
 //!
-//! What the mediator is, and does with its privilege:
+//! # Security model
+//!
+//! The mediator is a deputy: it acts for the program with more rights than the program has, so the
+//! program will try to make it act where the program itself could not (DESIGN.md, "Deputies"). What it
+//! is, what it may do, and why each right is safe:
 //! - A process forked from the supervisor (single-threaded, as joining namespaces needs), which joins the
 //!   sandbox's user namespace (when there is one) and mount namespace through descriptors the program
 //!   sends with the listener: it sees exactly the program's root, read-only binds and masks included, so
 //!   the kernel still refuses what the mount namespace refuses. It is not under Landlock or the filter.
-//! - Its effective capabilities are only `CAP_SYS_PTRACE` (to read the caller's memory and descriptors
-//!   through the host's `/proc`, opened before joining), and its filesystem uid and gid are the
-//!   program's: files are owned as if the program made them, and file-mode checks apply as to it. It
-//!   applies the caller's umask.
-//! - It checks the policy's decision for the resolved path (write to create, rename, link or connect;
-//!   the open's own access for an existing file), the same decision `explain` shows. The run's private
-//!   areas (temp dir, `/tmp`, `/var/tmp`, `/dev/shm`, `/dev`) are writable whatever the policy says, as
-//!   they are for Landlock.
+//! - **It resolves every path in the program's own view** ([`view::AgentView`]): the sandbox's root and
+//!   the sandbox's own `/proc`, component by component where the kernel's walk cannot be trusted to stop
+//!   where the program's would. In `/proc` it follows only the caller's own entries (`fd/N` as a
+//!   duplicate of the caller's own descriptor, `cwd`, `root`), never another process's, never another
+//!   magic link, never `..` out of a process's directory (see `view`). The host's `/proc`, opened before
+//!   joining ([`view::HostProc`]), is its authority over the caller and never a base for a path the
+//!   program names: through it `/proc/self/..` was the host's `/proc` (issue 30).
+//! - It keeps one capability, `CAP_SYS_PTRACE`, in its effective and permitted sets (the rest are dropped
+//!   for good): reading the path from the caller's memory (`process_vm_readv`) and taking the caller's
+//!   descriptors (`pidfd_getfd`) and working directory need it where Yama restricts tracing to
+//!   descendants; the mediator is the caller's sibling. It is used only on the caller that stopped (the
+//!   notification is checked to be still pending after each read, so a reused pid is never read), and the
+//!   walk never lets it follow another process's `/proc` entries, where the same right would pass ptrace
+//!   checks the program fails. Its filesystem uid and gid are the program's and it holds no `CAP_DAC_*`:
+//!   files are owned as if the program made them, and file-mode checks apply as to it. It applies the
+//!   caller's umask.
+//! - It decides before any side effect: the policy's decision for the resolved path (write to create,
+//!   rename, link or connect; the open's own access for an existing file), the same decision `explain`
+//!   shows, comes before the create, the `O_TRUNC`, the connect. A reopen of a descriptor the caller holds
+//!   (`/dev/stdout`) is judged on the file it is, in the sandbox's view; one handed to the program from
+//!   outside that view (a redirection of the user's) is reopened with no more access than the descriptor
+//!   has; an object without a path (a pipe, a socket) is the caller's already. The run's private areas
+//!   (temp dir, `/tmp`, `/var/tmp`, `/dev/shm`, `/dev`) are writable whatever the policy says, as they are
+//!   for Landlock.
 //! - A creation in a writable tree where names matter takes a direct road when it can: `openat2` from
 //!   the tree's root, refusing any symlink, magic link or mount on the way, makes exactly the path as
 //!   written, so the policy's decision for the text is the decision for what is made. An `open` without
@@ -37,7 +57,9 @@
 //!   accept); a pathname socket is opened without following a final symlink, checked, and reached through
 //!   its descriptor, so the socket connected is the one checked.
 //! - It exits when every process under the filter has; if it dies first, every mediated call fails with
-//!   `ENOSYS` (fail closed) and the run's outcome says so.
+//!   `ENOSYS` (fail closed) and the run's outcome says so. The program cannot reach it: it is outside the
+//!   sandbox's PID namespace (no `/proc` entry, no signal), not dumpable, and its descriptors are not the
+//!   program's.
 //!
 //! Refusals are `EACCES` and are recorded for the run's outcome.
 
@@ -50,6 +72,10 @@ use std::sync::Arc;
 use stockade_policy::{Access, CanonicalPath, ResolvedPolicy};
 
 use crate::sys;
+
+mod view;
+
+use view::{AgentView, HostProc, NsIds, Resolved, Stop};
 
 /// How many refusals a run keeps for its outcome (the count is always exact).
 const MAX_RECORDED: usize = 256;
@@ -67,6 +93,42 @@ pub struct Refusal {
     pub path: PathBuf,
     /// What was asked of it.
     pub access: Access,
+    /// Why it was refused.
+    pub reason: RefusalReason,
+}
+
+/// Why the mediator refused a call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+#[non_exhaustive]
+pub enum RefusalReason {
+    /// The policy does not grant the access to the path (`explain` names the rule).
+    Policy,
+    /// The path went, in `/proc`, where the mediator does not follow the program: another process's
+    /// directory, a magic link other than the program's own `fd/N`, `cwd` and `root`, a `..` out of a
+    /// process's directory, or a procfs other than the sandbox's own. The kernel would refuse the
+    /// program most of these itself; the mediator, which holds more rights, refuses them all.
+    OutsideOwnProc,
+    /// A reopen (`/proc/self/fd/N`, `/dev/stdout`) of a file outside the sandbox's view, which the
+    /// program was handed already open (a redirection), asked for more access than its descriptor has.
+    BeyondHeld,
+}
+
+impl RefusalReason {
+    /// The reason in words, for a refusal the policy did not decide (`None` for [`RefusalReason::Policy`]).
+    pub fn explanation(self) -> Option<&'static str> {
+        match self {
+            RefusalReason::Policy => None,
+            RefusalReason::OutsideOwnProc => Some(
+                "in /proc the mediator follows only the program's own process (its fd/N, cwd and root): \
+                 not another process's entries, other magic links, or `..` out of a process's directory",
+            ),
+            RefusalReason::BeyondHeld => Some(
+                "the file lies outside the sandbox and was handed to the program already open; it is \
+                 reopened with no more access than that descriptor has",
+            ),
+        }
+    }
 }
 
 /// What the mediator learned during a run.
@@ -147,12 +209,7 @@ pub(crate) fn spawn(
 fn mediator_main(sock: RawFd, config: &MediatorConfig, report_w: RawFd) -> std::io::Result<()> {
     let _ = sys::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong);
     let _ = sys::prctl(libc::PR_SET_DUMPABLE, 0);
-    let proc = sys::openat(
-        libc::AT_FDCWD,
-        c"/proc",
-        libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC,
-        0,
-    )?;
+    let host = HostProc::open()?;
     // The program sends the filter's listener and its own mount (and user) namespace just before `execve`.
     let Some(fds) = sys::recv_fds(sock)? else {
         // The program failed before installing the filter: nothing to mediate.
@@ -177,13 +234,11 @@ fn mediator_main(sock: RawFd, config: &MediatorConfig, report_w: RawFd) -> std::
         sys::setns(user_ns.as_raw_fd(), libc::CLONE_NEWUSER)?;
     }
     sys::setns(mount_ns.as_raw_fd(), libc::CLONE_NEWNS)?;
-    // Paths are resolved from descriptors or from this root; the working directory is the host's
-    // `/proc`, from which a pathname socket is reached through its descriptor (see `connect`). Workers
-    // have working directories of their own.
-    sys::fchdir(proc.as_raw_fd())?;
+    // Every path the agent names is resolved in this view, never from the host's `/proc` (see `view`).
+    let view = AgentView::open()?;
     let (uid, gid) = config.ids;
     sys::set_fs_ids(uid, gid);
-    sys::limit_effective_capabilities(&[CAP_SYS_PTRACE])?;
+    sys::limit_capabilities(&[CAP_SYS_PTRACE])?;
     // Both from Linux 6.6: the hand-over on one CPU, and a waiting `RECV` woken when the last process
     // under the filter exits.
     let blocking_recv = sys::notif_sync_wake_up(listener.as_raw_fd()).is_ok();
@@ -224,7 +279,9 @@ fn mediator_main(sock: RawFd, config: &MediatorConfig, report_w: RawFd) -> std::
         applied_umask: None,
         workers: Workers::default(),
         findings: Findings::default(),
-        proc,
+        host,
+        view,
+        ns_ids: NsIds::default(),
     };
     m.serve(&listener, blocking_recv);
     let written = sys::write_all(report_w, &m.findings.to_bytes());
@@ -243,6 +300,12 @@ impl Findings {
             out.extend_from_slice(r.call.as_bytes());
             out.push(b'\t');
             out.extend_from_slice(r.access.to_string().as_bytes());
+            out.push(b'\t');
+            out.push(match r.reason {
+                RefusalReason::Policy => b'p',
+                RefusalReason::OutsideOwnProc => b'o',
+                RefusalReason::BeyondHeld => b'h',
+            });
             out.push(b'\t');
             for b in r.path.as_os_str().as_bytes() {
                 out.extend_from_slice(format!("{b:02x}").as_bytes());
@@ -264,8 +327,9 @@ impl Findings {
                 f.refused = n.next()??;
                 return Some(f);
             }
-            let mut parts = line.splitn(3, |b| *b == b'\t');
-            let (Some(call), Some(access), Some(path)) = (parts.next(), parts.next(), parts.next())
+            let mut parts = line.splitn(4, |b| *b == b'\t');
+            let (Some(call), Some(access), Some(reason), Some(path)) =
+                (parts.next(), parts.next(), parts.next(), parts.next())
             else {
                 continue;
             };
@@ -280,6 +344,11 @@ impl Findings {
                     Access::Read
                 } else {
                     Access::Write
+                },
+                reason: match reason {
+                    b"o" => RefusalReason::OutsideOwnProc,
+                    b"h" => RefusalReason::BeyondHeld,
+                    _ => RefusalReason::Policy,
                 },
             });
         }
@@ -322,8 +391,12 @@ struct Mediator<'a> {
     /// Threads that make the calls that may wait (`connect`, `bind`) and answer for them.
     workers: Workers,
     findings: Findings,
-    /// The host's `/proc`, opened before joining the sandbox's mount namespace.
-    proc: OwnedFd,
+    /// The mediator's own authority over the caller: the host's `/proc` (see [`view`]).
+    host: HostProc,
+    /// The sandbox's own view, where every path the agent names is resolved (see [`view`]).
+    view: AgentView,
+    /// The callers' ids in the sandbox's PID namespace, for its `/proc`.
+    ns_ids: NsIds,
 }
 
 /// Which of a list of directories ([`Mediator::create_dirs`], [`Mediator::roots`]) were found still at
@@ -413,7 +486,7 @@ impl DirfdPaths {
 
     /// The path of the caller's directory descriptor `fd`, when it is one the caller keeps using (see
     /// the type); `None` for the caller to read it from `/proc` itself.
-    fn path_of(&mut self, call: &Call, fd: i32, proc: RawFd) -> Option<Vec<u8>> {
+    fn path_of(&mut self, call: &Call, fd: i32, host: &HostProc) -> Option<Vec<u8>> {
         if fd < 0 {
             return None;
         }
@@ -439,7 +512,7 @@ impl DirfdPaths {
         if self.last_missed.replace(key) != Some(key) || self.churning.contains(&key) {
             return None;
         }
-        let held = call.descriptor(proc, fd).ok()?;
+        let held = call.descriptor(host, fd).ok()?;
         // Only a directory: holding a FIFO's or a file's open description would keep what its closing
         // does (a reader's end of file, a `flock`) from happening when the caller closes it.
         if !sys::is_dir(held.as_fd()) {
@@ -448,12 +521,9 @@ impl DirfdPaths {
             }
             return None;
         }
-        let path = sys::readlink_at(
-            proc,
-            &cstr(format!("self/fd/{}", held.as_raw_fd()).as_bytes()),
-        )
-        .ok()
-        .filter(|p| p.starts_with(b"/"))?;
+        let path = host
+            .own_fd_link(held.as_raw_fd())
+            .filter(|p| p.starts_with(b"/"))?;
         let entry = DirfdPath {
             pid: call.pid,
             fd,
@@ -554,19 +624,6 @@ enum Answer {
         fd: OwnedFd,
         cloexec: bool,
     },
-}
-
-/// A path resolved to (directory, final name), and the full path as the sandbox sees it.
-struct Resolved {
-    dir: OwnedFd,
-    name: CString,
-    path: PathBuf,
-    /// The name is `.` or `..` (or the path was `/`): it names an existing directory, never a new file.
-    is_dot: bool,
-    /// Reached through `/proc/self` (e.g. `/dev/stdout`): the final name is a magic link to reopen.
-    magic: bool,
-    /// The path ended in `/`: it can only name a directory.
-    trailing_slash: bool,
 }
 
 fn errno(e: &std::io::Error) -> i32 {
@@ -754,11 +811,11 @@ impl Mediator<'_> {
     fn as_written(&mut self, call: &Call, dirfd: i32, path: &[u8]) -> Option<(PathBuf, Vec<u8>)> {
         let mut full = if path.starts_with(b"/") {
             Vec::new()
-        } else if let Some(base) = self.dirfds.path_of(call, dirfd, self.proc.as_raw_fd()) {
+        } else if let Some(base) = self.dirfds.path_of(call, dirfd, &self.host) {
             base
         } else {
             let link = call.dir_link(dirfd)?;
-            match sys::readlink_at(self.proc.as_raw_fd(), &cstr(link.as_bytes())) {
+            match sys::readlink_at(self.host.fd(), &cstr(link.as_bytes())) {
                 Ok(base) if base.starts_with(b"/") => base,
                 _ => return None,
             }
@@ -867,6 +924,16 @@ impl Mediator<'_> {
     }
 
     fn refuse(&mut self, call: &'static str, path: &Path, access: Access) -> i32 {
+        self.refuse_for(call, path, access, RefusalReason::Policy)
+    }
+
+    fn refuse_for(
+        &mut self,
+        call: &'static str,
+        path: &Path,
+        access: Access,
+        reason: RefusalReason,
+    ) -> i32 {
         let f = &mut self.findings;
         f.refused += 1;
         if f.refusals.len() < MAX_RECORDED {
@@ -874,6 +941,7 @@ impl Mediator<'_> {
                 call,
                 path: path.to_path_buf(),
                 access,
+                reason,
             });
         }
         libc::EACCES
@@ -908,7 +976,6 @@ impl Mediator<'_> {
     ) -> Result<Answer, i32> {
         let path = call.read_path(path_ptr)?;
         let follow = flags & (libc::O_NOFOLLOW | libc::O_EXCL) == 0;
-        let r = self.resolve(call, dirfd, &path, follow)?;
         let cloexec = flags & libc::O_CLOEXEC != 0;
         let wants_write = flags & libc::O_ACCMODE != libc::O_RDONLY || flags & libc::O_TRUNC != 0;
         let access = if wants_write {
@@ -916,14 +983,29 @@ impl Mediator<'_> {
         } else {
             Access::Read
         };
-        if r.magic {
+        let r = self.resolve(call, "open", access, dirfd, &path, follow)?;
+        if let Some(held) = &r.held {
             // `/proc/self/fd/N` and the `/dev/std*` links to it: a reopen of a descriptor the caller
-            // holds. Nothing is created; the file it names is checked once open.
-            let file = sys::openat(r.dir.as_raw_fd(), &r.name, flags & !libc::O_CREAT, 0)
-                .map_err(|e| errno(&e))?;
-            if let Some(real) = self.fd_path(file.as_raw_fd()) {
-                self.check("open", &real, access)?;
+            // holds. Nothing is created, and the file is judged before it is opened again (an `O_TRUNC`
+            // is a write). An object without a path (a pipe, a socket) is the caller's already.
+            if sys::is_dir(held.as_fd()) {
+                return Err(libc::EISDIR);
             }
+            match self.host.own_fd_path(held.as_raw_fd()) {
+                // In the sandbox's view: judged by its path, as Landlock judges the caller's own reopen.
+                Some(real) if self.view.names(&real, held) => self.check("open", &real, access)?,
+                // Handed to the program from outside its view (a redirection of the user's): reopened
+                // with no more access than the descriptor it holds.
+                Some(real) if !within_access(sys::access_mode(held.as_raw_fd()), flags) => {
+                    return Err(self.refuse_for("open", &real, access, RefusalReason::BeyondHeld));
+                }
+                // Or an object without a path (a pipe, a socket): the caller's already.
+                _ => {}
+            }
+            let file = self
+                .host
+                .reopen_own(held.as_raw_fd(), flags)
+                .map_err(|e| errno(&e))?;
             return Ok(Answer::Fd { fd: file, cloexec });
         }
         let kind = sys::lstat_at(r.dir.as_raw_fd(), &r.name);
@@ -971,7 +1053,7 @@ impl Mediator<'_> {
         dev: Option<u64>,
     ) -> Result<Answer, i32> {
         let path = call.read_path(path_ptr)?;
-        let r = self.resolve(call, dirfd, &path, false)?;
+        let r = self.resolve(call, name, Access::Write, dirfd, &path, false)?;
         self.check_new_name(name, &r)?;
         let umask = self.umask_of(call);
         self.apply_umask(umask);
@@ -993,7 +1075,7 @@ impl Mediator<'_> {
         // The target is only text: what it names is checked whenever it is followed.
         let target = call.read_path(target_ptr)?;
         let path = call.read_path(path_ptr)?;
-        let r = self.resolve(call, dirfd, &path, false)?;
+        let r = self.resolve(call, "symlink", Access::Write, dirfd, &path, false)?;
         self.check_new_name("symlink", &r)?;
         sys::symlink_at(&cstr(&target), r.dir.as_raw_fd(), &r.name).map_err(|e| errno(&e))?;
         Ok(Answer::Value(0))
@@ -1036,9 +1118,9 @@ impl Mediator<'_> {
     ) -> Result<(Resolved, Resolved), i32> {
         let from = call.read_path(from_ptr)?;
         let to = call.read_path(to_ptr)?;
-        let f = self.resolve(call, from_dirfd, &from, follow)?;
-        let t = self.resolve(call, to_dirfd, &to, false)?;
-        if f.magic || t.magic {
+        let f = self.resolve(call, name, Access::Write, from_dirfd, &from, follow)?;
+        let t = self.resolve(call, name, Access::Write, to_dirfd, &to, false)?;
+        if f.held.is_some() || t.held.is_some() {
             return Err(libc::EXDEV);
         }
         if !f.is_dot {
@@ -1056,7 +1138,10 @@ impl Mediator<'_> {
     /// name before it asks whether the directory is writable, so the mediator does too (`mkdir -p` of an
     /// existing read-only directory, a home directory say, is not a refusal); else it must be writable.
     fn check_new_name(&mut self, call: &'static str, r: &Resolved) -> Result<(), i32> {
-        if r.is_dot || r.magic {
+        if r.held.is_some() {
+            return Err(libc::EEXIST);
+        }
+        if r.is_dot {
             return Ok(());
         }
         if sys::lstat_at(r.dir.as_raw_fd(), &r.name).is_ok() {
@@ -1099,7 +1184,7 @@ impl Mediator<'_> {
         len: usize,
     ) -> Result<Answer, i32> {
         let (family, addr) = call.socket_address(addr_ptr, len)?;
-        let sock = call.descriptor(self.proc.as_raw_fd(), sockfd)?;
+        let sock = call.descriptor(&self.host, sockfd)?;
         if family != libc::AF_UNIX {
             // Another family reaches only what the network namespace holds (the socket's own, whichever
             // process connects it); the connect may take long, so it is made on its own thread.
@@ -1116,8 +1201,8 @@ impl Mediator<'_> {
             sys::connect_raw(sock.as_raw_fd(), &addr).map_err(|e| errno(&e))?;
             return Ok(Answer::Value(0));
         };
-        let r = self.resolve(call, libc::AT_FDCWD, path, true)?;
-        if r.magic || r.is_dot {
+        let r = self.resolve(call, "connect", Access::Write, libc::AT_FDCWD, path, true)?;
+        if r.held.is_some() || r.is_dot {
             return Err(libc::ECONNREFUSED);
         }
         // Connecting is writing to the socket: it needs write on the socket's path.
@@ -1137,7 +1222,7 @@ impl Mediator<'_> {
         }
         // Made from the host's `/proc` (this process's descriptors are there), which is the mediator's
         // working directory; a worker's is its own, so it goes there first.
-        let proc = self.proc.as_raw_fd();
+        let proc = self.host.fd();
         let nonblocking = sys::is_nonblocking(sock.as_raw_fd());
         self.socket_call(call, nonblocking, move || {
             let name = format!("thread-self/fd/{}", file.as_raw_fd());
@@ -1183,12 +1268,12 @@ impl Mediator<'_> {
         {
             return Ok(Answer::Continue);
         }
-        let r = self.resolve(call, libc::AT_FDCWD, &path, false)?;
-        if r.magic || r.is_dot || r.trailing_slash {
+        let r = self.resolve(call, "bind", Access::Write, libc::AT_FDCWD, &path, false)?;
+        if r.held.is_some() || r.is_dot || r.trailing_slash {
             return Err(libc::EINVAL);
         }
         self.check("bind", &r.path, Access::Write)?;
-        let sock = call.descriptor(self.proc.as_raw_fd(), sockfd)?;
+        let sock = call.descriptor(&self.host, sockfd)?;
         let umask = self.umask_of(call);
         // Bound from the directory checked, on a worker (its working directory and umask are its own).
         // The socket's own name is the last component only.
@@ -1217,133 +1302,32 @@ impl Mediator<'_> {
         if self.umasks.len() >= 4096 {
             self.umasks.clear();
         }
-        let umask = call.umask(self.proc.as_raw_fd());
+        let umask = call.umask(&self.host);
         self.umasks.insert(call.pid, umask);
         umask
     }
 
-    /// The path of an open descriptor as this thread (rooted in the sandbox) sees it; `None` for pipes,
-    /// sockets and other objects without one.
-    fn fd_path(&self, fd: RawFd) -> Option<PathBuf> {
-        let proc = &self.proc;
-        let link = sys::readlink_at(
-            proc.as_raw_fd(),
-            &cstr(format!("thread-self/fd/{fd}").as_bytes()),
-        )
-        .ok()?;
-        link.starts_with(b"/")
-            .then(|| PathBuf::from(OsStr::from_bytes(&link)))
-    }
-
-    /// Resolves `path` as the caller would (relative to `dirfd` or its working directory, inside its
-    /// root), following a final symlink when `follow`. The directory is opened here and stays the one
-    /// the operation uses.
-    fn resolve(&self, call: &Call, dirfd: i32, path: &[u8], follow: bool) -> Result<Resolved, i32> {
-        if path.is_empty() {
-            return Err(libc::ENOENT);
+    /// Resolves `path` in the sandbox's own view ([`AgentView::resolve`]); a step the mediator refuses to
+    /// take for the caller is recorded as a refusal of `access` by `what`.
+    fn resolve(
+        &mut self,
+        call: &Call,
+        what: &'static str,
+        access: Access,
+        dirfd: i32,
+        path: &[u8],
+        follow: bool,
+    ) -> Result<Resolved, i32> {
+        match self
+            .view
+            .resolve(&self.host, call, &mut self.ns_ids, dirfd, path, follow)
+        {
+            Ok(r) => Ok(r),
+            Err(Stop::Errno(e)) => Err(e),
+            Err(Stop::Refused(at)) => {
+                Err(self.refuse_for(what, &at, access, RefusalReason::OutsideOwnProc))
+            }
         }
-        let proc = &self.proc;
-        let mut start = if path.starts_with(b"/") {
-            None
-        } else {
-            Some(call.dir(proc.as_raw_fd(), dirfd)?)
-        };
-        let mut path = path.to_vec();
-        for _ in 0..MAX_FOLLOWS {
-            // `/proc/self` and `/proc/thread-self` are the caller, whom this thread's root does not show.
-            let mut magic = false;
-            if start.is_none() {
-                for prefix in [&b"/proc/self"[..], b"/proc/thread-self"] {
-                    if path.starts_with(prefix)
-                        && matches!(path.get(prefix.len()), None | Some(b'/'))
-                    {
-                        let mut p = format!("{}", call.pid).into_bytes();
-                        p.extend_from_slice(&path[prefix.len()..]);
-                        path = p;
-                        magic = true;
-                        break;
-                    }
-                }
-            }
-            let trimmed_len = path.len() - path.iter().rev().take_while(|b| **b == b'/').count();
-            let trailing_slash = trimmed_len < path.len();
-            let trimmed = if trimmed_len == 0 {
-                &b"/"[..]
-            } else {
-                &path[..trimmed_len]
-            };
-            let (parent, name): (&[u8], &[u8]) = match trimmed.iter().rposition(|b| *b == b'/') {
-                Some(0) => (b"/", &trimmed[1..]),
-                Some(i) => (&trimmed[..i], &trimmed[i + 1..]),
-                None => (b".", trimmed),
-            };
-            let (parent, name) = if name.is_empty() {
-                (&b"/"[..], &b"."[..])
-            } else {
-                (parent, name)
-            };
-            let base = if magic {
-                proc.as_raw_fd()
-            } else {
-                start.as_ref().map_or(libc::AT_FDCWD, |d| d.as_raw_fd())
-            };
-            let parent = if magic {
-                &parent[usize::from(parent.starts_with(b"/"))..]
-            } else {
-                parent
-            };
-            let parent = if parent.is_empty() { &b"."[..] } else { parent };
-            let dir = sys::openat(
-                base,
-                &cstr(parent),
-                libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC,
-                0,
-            )
-            .map_err(|e| errno(&e))?;
-            let name_c = cstr(name);
-            let is_dot = name == b"." || name == b"..";
-            // `/proc/self/fd/N/name`, where N is a directory: the link led out of /proc to a real
-            // directory, and a name in it is judged by its path like any other.
-            let magic = magic && sys::is_procfs(dir.as_raw_fd()).unwrap_or(true);
-            if magic {
-                return Ok(Resolved {
-                    dir,
-                    name: name_c,
-                    path: PathBuf::new(),
-                    is_dot,
-                    magic: true,
-                    trailing_slash,
-                });
-            }
-            if follow
-                && !is_dot
-                && sys::lstat_at(dir.as_raw_fd(), &name_c).is_ok_and(|t| t == libc::S_IFLNK)
-            {
-                let target = sys::readlink_at(dir.as_raw_fd(), &name_c).map_err(|e| errno(&e))?;
-                start = if target.starts_with(b"/") {
-                    None
-                } else {
-                    Some(dir)
-                };
-                path = target;
-                continue;
-            }
-            let dir_path = self.fd_path(dir.as_raw_fd()).ok_or(libc::EACCES)?;
-            let full = if is_dot {
-                dir_path.clone()
-            } else {
-                dir_path.join(OsStr::from_bytes(name))
-            };
-            return Ok(Resolved {
-                dir,
-                name: name_c,
-                path: full,
-                is_dot,
-                magic: false,
-                trailing_slash,
-            });
-        }
-        Err(libc::ELOOP)
     }
 }
 
@@ -1391,6 +1375,19 @@ impl Workers {
         }
         let _ = queue.send(Box::new(job));
     }
+}
+
+/// Whether an open with `flags` asks no more than a descriptor of access mode `held` gives.
+fn within_access(held: Option<i32>, flags: i32) -> bool {
+    let Some(held) = held else {
+        return false;
+    };
+    let wants_read = matches!(flags & libc::O_ACCMODE, libc::O_RDONLY | libc::O_RDWR);
+    let wants_write = matches!(flags & libc::O_ACCMODE, libc::O_WRONLY | libc::O_RDWR)
+        || flags & libc::O_TRUNC != 0;
+    let has_read = matches!(held, libc::O_RDONLY | libc::O_RDWR);
+    let has_write = matches!(held, libc::O_WRONLY | libc::O_RDWR);
+    (!wants_read || has_read) && (!wants_write || has_write)
 }
 
 /// The path of a Unix socket address (up to its first NUL); `None` for an abstract or unnamed one.
@@ -1464,10 +1461,10 @@ impl Call {
     }
 
     /// The caller's directory for `dirfd` (its working directory for `AT_FDCWD`).
-    fn dir(&self, proc: RawFd, dirfd: i32) -> Result<OwnedFd, i32> {
+    fn dir(&self, host: &HostProc, dirfd: i32) -> Result<OwnedFd, i32> {
         let name = self.dir_link(dirfd).ok_or(libc::EBADF)?;
         let dir = sys::openat(
-            proc,
+            host.fd(),
             &cstr(name.as_bytes()),
             libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC,
             0,
@@ -1478,6 +1475,19 @@ impl Call {
         })?;
         self.still_valid()?;
         Ok(dir)
+    }
+
+    /// The caller's own executable (`O_PATH`), through its `exe` link in the host's `/proc`.
+    fn exe(&self, host: &HostProc) -> Result<OwnedFd, i32> {
+        let exe = sys::openat(
+            host.fd(),
+            &cstr(format!("{}/exe", self.pid).as_bytes()),
+            libc::O_PATH | libc::O_CLOEXEC,
+            0,
+        )
+        .map_err(|e| errno(&e))?;
+        self.still_valid()?;
+        Ok(exe)
     }
 
     /// The caller's directory for `dirfd` as a link in `/proc` (`<pid>/cwd` for `AT_FDCWD`); `None` for
@@ -1506,11 +1516,11 @@ impl Call {
     /// A duplicate of the caller's descriptor `fd` (the same open file).
     /// A seccomp notification names the calling thread, which in a multi-threaded program is rarely the
     /// leader of its group: a thread pidfd where the kernel has them, else the leader's.
-    fn descriptor(&self, proc: RawFd, fd: i32) -> Result<OwnedFd, i32> {
+    fn descriptor(&self, host: &HostProc, fd: i32) -> Result<OwnedFd, i32> {
         let pidfd = match sys::pidfd_open_thread(self.pid) {
             Err(e) if errno(&e) == libc::EINVAL => {
                 let tgid = self
-                    .status_field(proc, "Tgid:")
+                    .status_field(host, "Tgid:")
                     .and_then(|v| v.parse().ok())
                     .ok_or(libc::ESRCH)?;
                 sys::pidfd_open(tgid)
@@ -1524,16 +1534,16 @@ impl Call {
     }
 
     /// The caller's umask (022 when it cannot be read), from the host's `/proc`.
-    fn umask(&self, proc: RawFd) -> u32 {
-        self.status_field(proc, "Umask:")
+    fn umask(&self, host: &HostProc) -> u32 {
+        self.status_field(host, "Umask:")
             .and_then(|v| u32::from_str_radix(&v, 8).ok())
             .unwrap_or(0o022)
     }
 
     /// One field of the caller's `/proc/<tid>/status` (the host's `/proc`), trimmed.
-    fn status_field(&self, proc: RawFd, field: &str) -> Option<String> {
+    fn status_field(&self, host: &HostProc, field: &str) -> Option<String> {
         let file = sys::openat(
-            proc,
+            host.fd(),
             &cstr(format!("{}/status", self.pid).as_bytes()),
             libc::O_RDONLY | libc::O_CLOEXEC,
             0,
@@ -1566,7 +1576,7 @@ fn cstr(bytes: &[u8]) -> CString {
 
 #[cfg(test)]
 mod tests {
-    use super::{Findings, Refusal, wait_for_notification};
+    use super::{Findings, Refusal, RefusalReason, wait_for_notification};
     use crate::sys;
     use std::path::PathBuf;
     use stockade_policy::Access;
@@ -1601,14 +1611,22 @@ mod tests {
                     call: "open",
                     path: PathBuf::from("/p/x\nend 0 0\n"),
                     access: Access::Write,
+                    reason: RefusalReason::Policy,
                 },
                 Refusal {
                     call: "bind",
                     path: PathBuf::from("/p/.mcp.json"),
                     access: Access::Write,
+                    reason: RefusalReason::Policy,
+                },
+                Refusal {
+                    call: "connect",
+                    path: PathBuf::from("/proc/1/root"),
+                    access: Access::Read,
+                    reason: RefusalReason::OutsideOwnProc,
                 },
             ],
-            refused: 2,
+            refused: 3,
             mediated: 9,
         };
         assert_eq!(

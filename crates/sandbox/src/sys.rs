@@ -680,6 +680,14 @@ pub(crate) fn fill_random(buf: &mut [u8]) {
 }
 
 /// Whether `fd`'s open file description is non-blocking.
+/// The access mode (`O_RDONLY`, `O_WRONLY` or `O_RDWR`) of an open file; `None` for an `O_PATH`
+/// descriptor or one that cannot be examined.
+pub(crate) fn access_mode(fd: RawFd) -> Option<c_int> {
+    // SAFETY: integer arguments.
+    let flags = unsafe { libc::fcntl(fd, libc::F_GETFL) };
+    (flags >= 0 && flags & libc::O_PATH == 0).then_some(flags & libc::O_ACCMODE)
+}
+
 pub(crate) fn is_nonblocking(fd: RawFd) -> bool {
     // SAFETY: integer arguments.
     let flags = unsafe { libc::fcntl(fd, libc::F_GETFL) };
@@ -1218,7 +1226,33 @@ pub(crate) fn openat2_exact(
     Ok(owned(check_long(fd)?))
 }
 
-fn fstat(fd: RawFd) -> io::Result<libc::stat> {
+/// `openat2(dir, path, flags)` following ordinary symlinks but refusing magic links (`/proc/<pid>/root`,
+/// `fd/N`, ...) with `ELOOP`: the kernel's own walk, which then reaches only what any process with the
+/// same root reaches by name.
+pub(crate) fn openat2_no_magiclinks(
+    dir: RawFd,
+    path: &CStr,
+    flags: c_int,
+) -> io::Result<std::os::fd::OwnedFd> {
+    // SAFETY: open_how is plain data.
+    let mut how: libc::open_how = unsafe { std::mem::zeroed() };
+    how.flags = flags as u64;
+    how.resolve = libc::RESOLVE_NO_MAGICLINKS;
+    // SAFETY: a NUL-terminated path and a valid open_how of the size passed.
+    let fd = unsafe {
+        libc::syscall(
+            libc::SYS_openat2,
+            dir,
+            path.as_ptr(),
+            &how as *const libc::open_how,
+            std::mem::size_of::<libc::open_how>(),
+        )
+    };
+    Ok(owned(check_long(fd)?))
+}
+
+/// `fstat(2)` of an open descriptor (an `O_PATH` one will do, a symlink's included).
+pub(crate) fn fstat(fd: RawFd) -> io::Result<libc::stat> {
     // SAFETY: `st` is plain data filled by the kernel.
     let mut st: libc::stat = unsafe { std::mem::zeroed() };
     // SAFETY: an empty NUL-terminated name with AT_EMPTY_PATH names `fd` itself.
@@ -1364,8 +1398,9 @@ pub(crate) fn set_fs_ids(uid: u32, gid: u32) {
     }
 }
 
-/// Keeps only `keep` (capability numbers) in this thread's effective set; permitted is unchanged.
-pub(crate) fn limit_effective_capabilities(keep: &[u32]) -> io::Result<()> {
+/// Keeps only `keep` (capability numbers) in this thread's effective and permitted sets, and clears the
+/// inheritable set: what is dropped cannot be raised again.
+pub(crate) fn limit_capabilities(keep: &[u32]) -> io::Result<()> {
     let mut data = capabilities()?;
     let header = CapHeader {
         version: LINUX_CAPABILITY_VERSION_3,
@@ -1378,7 +1413,9 @@ pub(crate) fn limit_effective_capabilities(keep: &[u32]) -> io::Result<()> {
         }
     }
     for (d, e) in data.iter_mut().zip(effective) {
-        d.effective = e & d.permitted;
+        d.permitted &= e;
+        d.effective = d.permitted;
+        d.inheritable = 0;
     }
     // SAFETY: as clear_capabilities.
     check_long(unsafe {

@@ -20,35 +20,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
 use super::util::*;
-
-/// `both_users!` with the project outside `/tmp`.
-macro_rules! both_users_outside_tmp {
-    ($(#[$m:meta])* fn $name:ident($d:ident) $body:block) => {
-        $(#[$m])*
-        mod $name {
-            #[allow(unused_imports, reason = "not every body needs every helper")]
-            use super::*;
-            fn body($d: TestDir) $body
-            #[test]
-            fn as_root() {
-                if !landlock_ready() { return; }
-                if !is_root() {
-                    eprintln!("SKIPPED: not root, cannot run the root variant");
-                    return;
-                }
-                body(TestDir::outside_tmp(Who::Root));
-            }
-            #[test]
-            fn as_user() {
-                if !landlock_ready() { return; }
-                if is_root() && test_user().is_none() {
-                    panic!("running as root but could not create the unprivileged test user");
-                }
-                body(TestDir::outside_tmp(Who::User));
-            }
-        }
-    };
-}
+use crate::both_users;
 
 /// Python shared by the attack scripts: `attempt(NAME, F)` prints `ESCAPED NAME RESULT` when `F()` works
 /// and `held NAME ERRNO` when it raises; `hostproc` is a planted link to `/proc/self/..`.
@@ -176,7 +148,8 @@ attempt('planted-link', lambda: create(f'hostproc/{P}/root{base}-link'))
 attempt('cache', lambda: create(f'/proc/self/../{P}/root{cache}'))
 "#;
 
-both_users_outside_tmp! {
+both_users! {
+    outside_tmp
     /// Issue 30's report: `open(O_CREAT)` of `/proc/self/../P/root/tmp/...` (P a host process of the same
     /// user) made a file in the host's `/tmp`; also through `/proc/thread-self/..`, a link the agent planted
     /// to `/proc/self/..`, and into the host's copy of a cache the run overlays (`~/.cache/pip`).
@@ -229,7 +202,8 @@ attempt('mem', lambda: read(f'/proc/self/../{P}/mem', addr, 64))
 attempt('maps', lambda: read(f'/proc/self/../{P}/maps'))
 "#;
 
-both_users_outside_tmp! {
+both_users! {
+    outside_tmp
     /// A host process's `environ` and `mem`, through `/proc/self/../P` with `O_RDONLY|O_CREAT` (mediated
     /// because of `O_CREAT`, which changes nothing for an existing file).
     fn host_process_environ_and_mem_are_not_read(d) {
@@ -262,7 +236,8 @@ attempt('thread-self', lambda: connect(f'/proc/thread-self/../../../{P}/root{soc
 attempt('planted-link', lambda: connect(f'hostproc/{P}/root{sock}'))
 "#;
 
-both_users_outside_tmp! {
+both_users! {
+    outside_tmp
     /// A listening socket in the host's `/tmp` (like an ssh-agent's or a database's), reached through
     /// `/proc/self/../P/root/tmp/...`: nothing may arrive in its queue.
     fn host_unix_socket_is_not_connected_through_proc(d) {
@@ -298,7 +273,8 @@ attempt('thread-self', lambda: write(f'/proc/thread-self/../../../{P}/fd/1', f'{
 attempt('planted-link', lambda: write(f'hostproc/{P}/fd/1', f'{tag}-link;'))
 "#;
 
-both_users_outside_tmp! {
+both_users! {
+    outside_tmp
     /// A pipe a host process holds (as its descriptor 1), written through `/proc/self/../P/fd/1`.
     fn host_pipe_is_not_written_through_proc_fd(d) {
         let mut holder = Holder::start(&d, "pipe", &d.root, &[]);
@@ -347,7 +323,8 @@ const TRUNCATE_CASES: [&str; 9] = [
     "host-route-cache-wronly",
 ];
 
-both_users_outside_tmp! {
+both_users! {
+    outside_tmp
     /// Truncation by a mediated open: a file granted read-only, opened `O_RDONLY` and reopened through
     /// `/proc/self/fd/N` with `O_CREAT|O_TRUNC`; the project's `.envrc` (read-only in the built-in
     /// profile) the same way; a denied file in the project and a host file outside the policy through
@@ -484,7 +461,8 @@ attempt('dev-pts', lambda: write(f'/proc/self/../{P}/root{tty}', f'{tag}-pts;'))
 attempt('planted-link', lambda: write(f'hostproc/{P}/fd/{n}', f'{tag}-link;'))
 "#;
 
-both_users_outside_tmp! {
+both_users! {
+    outside_tmp
     /// The user's terminal (a pseudo-terminal a host process holds), written through
     /// `/proc/self/../P/fd/N` and the host's `/dev/pts/K`. The test writes a sentinel after each run and
     /// the holder reports everything that arrived before it, so no timing decides the outcome.
@@ -605,7 +583,8 @@ const EVERYDAY_OK: [&str; 10] = [
     "copied",
 ];
 
-both_users_outside_tmp! {
+both_users! {
+    outside_tmp
     /// The positive twins: `/dev/stdout`, `/dev/stderr`, `tee`, `cp` to `/dev/stdout`,
     /// `/proc/self/fd/1`, `/proc/self/fd/DIR/newfile`, `/proc/self/cwd/`: unconfined and
     /// inside alike.
@@ -643,7 +622,8 @@ echo 1000 > /proc/self/oom_score_adj && echo ok-shell-$(cat /proc/self/oom_score
 echo end
 "#;
 
-both_users_outside_tmp! {
+both_users! {
+    outside_tmp
     /// `echo 1000 > /proc/self/oom_score_adj` works unconfined; inside it is refused like the unmediated
     /// write (decided: `/proc` is read-only in the policy, so it should not work inside).
     fn oom_score_adj_inside_is_decided_as_the_kernel_decides(d) {
@@ -751,7 +731,8 @@ fn strays(d: &TestDir, marker: &str) -> Vec<PathBuf> {
 
 const SUITE: &str = include_str!("../fixtures/deputy_suite.py");
 
-both_users_outside_tmp! {
+both_users! {
+    outside_tmp
     /// The deputy suite: `/proc` from every angle (`self`, `thread-self`, `..`, the sandbox's own pids
     /// and pid 1, the host's pid; `root`, `cwd`, `exe`, `fd/N` of a directory, a pipe and a socket,
     /// `map_files`, `ns/*`; planted links) through every mediated call. Invariants: no case the agent's
@@ -785,7 +766,8 @@ both_users_outside_tmp! {
 
 const PROPERTY: &str = include_str!("../fixtures/deputy_property.py");
 
-both_users_outside_tmp! {
+both_users! {
+    outside_tmp
     /// Random paths mixing `/proc`, `self`, `..`, the host's pid, magic links and planted links (to
     /// `/proc/self/..`, `..`, the project, `/`): the mediated `open(O_RDONLY|O_CREAT)` never succeeds
     /// where the agent's own `open(O_RDONLY)` fails (bar a missing leaf it creates), never reaches another
@@ -816,5 +798,54 @@ both_users_outside_tmp! {
             violations.len(),
             violations.iter().take(40).copied().collect::<Vec<_>>().join("\n")
         );
+    }
+}
+
+const SUPERVISOR: &str = r#"
+mark = sys.argv[1][::-1]  # given reversed: the program's own command line must not hold it
+for pid in sorted(p for p in os.listdir('/proc') if p.isdigit()):
+    for what in ('environ', 'cmdline'):
+        try:
+            with open(f'/proc/{pid}/{what}', 'rb') as f:
+                if mark.encode() in f.read():
+                    print('ESCAPED', what, pid, flush=True)
+        except OSError:
+            pass
+try:
+    fds = os.listdir('/proc/1/fd')
+except OSError as e:
+    fds = []
+    print('held list-init-fds', errno.errorcode.get(e.errno, e.errno), flush=True)
+for fd in fds:
+    attempt(f'init-fd-{fd}', lambda: os.open(f'/proc/1/fd/{fd}', os.O_WRONLY))
+    attempt(f'init-fd-{fd}-mediated', lambda: os.open(f'/proc/1/fd/{fd}', os.O_WRONLY | os.O_CREAT))
+attempt('init-root', lambda: create('/proc/1/root/tmp/x'))
+attempt('init-cwd', lambda: create('/proc/1/cwd/x'))
+print('end', flush=True)
+"#;
+
+both_users! {
+    /// The supervisor and the sandbox's init are deputies too: the supervisor's environment (where a
+    /// gateway's key would be) and its pipes must stay out of reach. From inside, no process in `/proc`
+    /// shows the supervisor's environment or command line (it is outside the sandbox's PID namespace),
+    /// and the init's descriptors (its report pipe to the supervisor) can be neither opened by the
+    /// program (Landlock's ptrace scope) nor through the mediator (another process's `/proc`). The
+    /// mediator's refusals are explained as such, in words and in `--json`.
+    fn the_supervisor_and_the_init_are_out_of_reach(d) {
+        let mark = format!("DEPUTY_MARK_{}", unique_marker());
+        let script = format!("{PY_ATTEMPT}{SUPERVISOR}");
+        let reversed: String = mark.chars().rev().collect();
+        for json in [false, true] {
+            let mut argv = vec!["run"];
+            argv.extend(json.then_some("--json"));
+            argv.extend(["--", "python3", "-c", &script, &reversed]);
+            let out = d.stockade(argv).env("STOCKADE_DEPUTY_MARK", &mark).run();
+            out.ok().stdout_lacks("ESCAPED").stdout_has("end").stdout_has("held init-root ");
+            if json {
+                out.stdout_has("\"reason\":\"outside-own-proc\"");
+            } else {
+                out.stderr_has("in /proc the mediator follows only the program's own process");
+            }
+        }
     }
 }

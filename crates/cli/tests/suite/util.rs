@@ -350,10 +350,18 @@ impl Out {
 }
 
 /// Generates `NAME::as_root` and `NAME::as_user` from one body taking a `TestDir`; each skips loudly when
-/// it cannot run here (no Landlock, or the other uid is not available).
+/// it cannot run here (no Landlock, or the other uid is not available). `both_users! { outside_tmp fn ... }`
+/// puts the project outside `/tmp` (see [`TestDir::outside_tmp`]).
 #[macro_export]
 macro_rules! both_users {
+    (outside_tmp $(#[$m:meta])* fn $name:ident($d:ident) $body:block) => {
+        $crate::both_users!(@with outside_tmp $(#[$m])* fn $name($d) $body);
+    };
     ($(#[$m:meta])* fn $name:ident($d:ident) $body:block) => {
+        $crate::both_users!(@with new $(#[$m])* fn $name($d) $body);
+    };
+    (@with $make:ident $(#[$m:meta])* fn $name:ident($d:ident) $body:block) => {
+        $(#[$m])*
         mod $name {
             #[allow(unused_imports, reason = "not every body needs every helper")]
             use super::*;
@@ -365,7 +373,7 @@ macro_rules! both_users {
                     eprintln!("SKIPPED: not root, cannot run the root variant");
                     return;
                 }
-                body($crate::suite::util::TestDir::new($crate::suite::util::Who::Root));
+                body($crate::suite::util::TestDir::$make($crate::suite::util::Who::Root));
             }
             #[test]
             fn as_user() {
@@ -373,7 +381,7 @@ macro_rules! both_users {
                 if $crate::suite::util::is_root() && $crate::suite::util::test_user().is_none() {
                     panic!("running as root but could not create the unprivileged test user");
                 }
-                body($crate::suite::util::TestDir::new($crate::suite::util::Who::User));
+                body($crate::suite::util::TestDir::$make($crate::suite::util::Who::User));
             }
         }
     };
