@@ -112,6 +112,10 @@ pub enum RefusalReason {
     /// A reopen (`/proc/self/fd/N`, `/dev/stdout`) of a file outside the sandbox's view, which the
     /// program was handed already open (a redirection), asked for more access than its descriptor has.
     BeyondHeld,
+    /// The path went through a directory outside the sandbox's view that the program holds (a
+    /// descriptor or working directory handed in already open, e.g. `< DIR`): the mediator makes and
+    /// opens nothing there, since its names are not the sandbox's.
+    OutsideView,
 }
 
 impl RefusalReason {
@@ -126,6 +130,10 @@ impl RefusalReason {
             RefusalReason::BeyondHeld => Some(
                 "the file lies outside the sandbox and was handed to the program already open; it is \
                  reopened with no more access than that descriptor has",
+            ),
+            RefusalReason::OutsideView => Some(
+                "the path goes through a directory outside the sandbox that the program was handed \
+                 already open; the mediator acts only in the sandbox's own view",
             ),
         }
     }
@@ -209,6 +217,9 @@ pub(crate) fn spawn(
 fn mediator_main(sock: RawFd, config: &MediatorConfig, report_w: RawFd) -> std::io::Result<()> {
     let _ = sys::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong);
     let _ = sys::prctl(libc::PR_SET_DUMPABLE, 0);
+    // A session of its own, without the user's terminal: the program has none (it runs in its own
+    // session), and an open of `/dev/tty` performed here must find none either.
+    sys::setsid()?;
     let host = HostProc::open()?;
     // The program sends the filter's listener and its own mount (and user) namespace just before `execve`.
     let Some(fds) = sys::recv_fds(sock)? else {
@@ -235,7 +246,7 @@ fn mediator_main(sock: RawFd, config: &MediatorConfig, report_w: RawFd) -> std::
     }
     sys::setns(mount_ns.as_raw_fd(), libc::CLONE_NEWNS)?;
     // Every path the agent names is resolved in this view, never from the host's `/proc` (see `view`).
-    let view = AgentView::open()?;
+    let view = AgentView::open(&host)?;
     let (uid, gid) = config.ids;
     sys::set_fs_ids(uid, gid);
     sys::limit_capabilities(&[CAP_SYS_PTRACE])?;
@@ -305,6 +316,7 @@ impl Findings {
                 RefusalReason::Policy => b'p',
                 RefusalReason::OutsideOwnProc => b'o',
                 RefusalReason::BeyondHeld => b'h',
+                RefusalReason::OutsideView => b'v',
             });
             out.push(b'\t');
             for b in r.path.as_os_str().as_bytes() {
@@ -348,6 +360,7 @@ impl Findings {
                 reason: match reason {
                     b"o" => RefusalReason::OutsideOwnProc,
                     b"h" => RefusalReason::BeyondHeld,
+                    b"v" => RefusalReason::OutsideView,
                     _ => RefusalReason::Policy,
                 },
             });
@@ -996,7 +1009,7 @@ impl Mediator<'_> {
                 Some(real) if self.view.names(&real, held) => self.check("open", &real, access)?,
                 // Handed to the program from outside its view (a redirection of the user's): reopened
                 // with no more access than the descriptor it holds.
-                Some(real) if !within_access(sys::access_mode(held.as_raw_fd()), flags) => {
+                Some(real) if !within_access(sys::status_flags(held.as_raw_fd()), flags) => {
                     return Err(self.refuse_for("open", &real, access, RefusalReason::BeyondHeld));
                 }
                 // Or an object without a path (a pipe, a socket): the caller's already.
@@ -1324,9 +1337,7 @@ impl Mediator<'_> {
         {
             Ok(r) => Ok(r),
             Err(Stop::Errno(e)) => Err(e),
-            Err(Stop::Refused(at)) => {
-                Err(self.refuse_for(what, &at, access, RefusalReason::OutsideOwnProc))
-            }
+            Err(Stop::Refused(at, reason)) => Err(self.refuse_for(what, &at, access, reason)),
         }
     }
 }
@@ -1377,17 +1388,20 @@ impl Workers {
     }
 }
 
-/// Whether an open with `flags` asks no more than a descriptor of access mode `held` gives.
+/// Whether an open with `flags` asks no more than a descriptor with status flags `held` gives: no
+/// access mode it lacks, and, for an append-only one (`>> log`), appending still and never truncating.
 fn within_access(held: Option<i32>, flags: i32) -> bool {
-    let Some(held) = held else {
+    let Some(held) = held.filter(|h| h & libc::O_PATH == 0) else {
         return false;
     };
     let wants_read = matches!(flags & libc::O_ACCMODE, libc::O_RDONLY | libc::O_RDWR);
     let wants_write = matches!(flags & libc::O_ACCMODE, libc::O_WRONLY | libc::O_RDWR)
         || flags & libc::O_TRUNC != 0;
-    let has_read = matches!(held, libc::O_RDONLY | libc::O_RDWR);
-    let has_write = matches!(held, libc::O_WRONLY | libc::O_RDWR);
-    (!wants_read || has_read) && (!wants_write || has_write)
+    let has_read = matches!(held & libc::O_ACCMODE, libc::O_RDONLY | libc::O_RDWR);
+    let has_write = matches!(held & libc::O_ACCMODE, libc::O_WRONLY | libc::O_RDWR);
+    let append_kept =
+        held & libc::O_APPEND == 0 || (flags & libc::O_APPEND != 0 && flags & libc::O_TRUNC == 0);
+    (!wants_read || has_read) && (!wants_write || has_write) && append_kept
 }
 
 /// The path of a Unix socket address (up to its first NUL); `None` for an abstract or unnamed one.

@@ -680,12 +680,12 @@ pub(crate) fn fill_random(buf: &mut [u8]) {
 }
 
 /// Whether `fd`'s open file description is non-blocking.
-/// The access mode (`O_RDONLY`, `O_WRONLY` or `O_RDWR`) of an open file; `None` for an `O_PATH`
-/// descriptor or one that cannot be examined.
-pub(crate) fn access_mode(fd: RawFd) -> Option<c_int> {
+/// The status flags of an open file (`F_GETFL`: the access mode, `O_APPEND`, `O_PATH`, ...); `None` when
+/// it cannot be examined.
+pub(crate) fn status_flags(fd: RawFd) -> Option<c_int> {
     // SAFETY: integer arguments.
     let flags = unsafe { libc::fcntl(fd, libc::F_GETFL) };
-    (flags >= 0 && flags & libc::O_PATH == 0).then_some(flags & libc::O_ACCMODE)
+    (flags >= 0).then_some(flags)
 }
 
 pub(crate) fn is_nonblocking(fd: RawFd) -> bool {
@@ -1249,6 +1249,26 @@ pub(crate) fn openat2_no_magiclinks(
         )
     };
     Ok(owned(check_long(fd)?))
+}
+
+/// The id of the mount an open descriptor lies on (`statx` `STATX_MNT_ID`, as `mountinfo`'s first field).
+pub(crate) fn mount_id(fd: RawFd) -> io::Result<u64> {
+    // SAFETY: `stx` is plain data filled by the kernel.
+    let mut stx: libc::statx = unsafe { std::mem::zeroed() };
+    // SAFETY: an empty NUL-terminated name with AT_EMPTY_PATH names `fd` itself; a valid out pointer.
+    check(unsafe {
+        libc::statx(
+            fd,
+            c"".as_ptr(),
+            libc::AT_EMPTY_PATH | libc::AT_SYMLINK_NOFOLLOW,
+            libc::STATX_MNT_ID,
+            &mut stx,
+        )
+    })?;
+    if stx.stx_mask & libc::STATX_MNT_ID == 0 {
+        return Err(io::Error::from_raw_os_error(libc::ENOSYS));
+    }
+    Ok(stx.stx_mnt_id)
 }
 
 /// `fstat(2)` of an open descriptor (an `O_PATH` one will do, a symlink's included).

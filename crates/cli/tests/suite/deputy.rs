@@ -849,3 +849,149 @@ both_users! {
         }
     }
 }
+
+/// Run as `sh -c 'exec 3<&0 </dev/null; exec python3 -c SCRIPT UP' < DIR`: Python refuses a directory
+/// as its stdin, so the directory handed in is descriptor 3.
+const HELD_DIR: &str = r#"
+up = sys.argv[1]
+attempt('overwrite', lambda: write('/proc/self/fd/3/existing', 'OVERWRITTEN'))
+attempt('create', lambda: create('/proc/self/fd/3/planted'))
+attempt('climb', lambda: create('/proc/self/fd/3/../' + up))
+attempt('dirfd', lambda: create_at(3, 'planted-at'))
+attempt('cwd', lambda: (os.chdir('/proc/self/fd/3'), create('/proc/self/cwd/planted-cwd'))[1])
+attempt('relative', lambda: create('planted-rel'))
+"#;
+
+both_users! {
+    outside_tmp
+    /// A directory of the host's handed to the program already open (`stockade run -- CMD < DIR`): a
+    /// mediated call through it (`/proc/self/fd/0/x`, `..` from there, a working directory changed into
+    /// it) must not act in the host's directory, whose names are not the sandbox's: `/tmp/DIR/..` reads
+    /// as the run's private `/tmp`, but is the host's. Found by a red-team run after the first fix.
+    fn a_directory_handed_in_is_not_a_way_out(d) {
+        let m = unique_marker();
+        let dir = PathBuf::from(format!("/tmp/stockade-deputy-held-{m}"));
+        let up = format!("stockade-deputy-up-{m}");
+        let _cleanup = Cleanup(vec![dir.clone(), PathBuf::from(format!("/tmp/{up}")), PathBuf::from(format!("/tmp/{up}-control"))]);
+        let fresh = || {
+            let _ = std::fs::remove_dir_all(&dir);
+            std::fs::create_dir(&dir).unwrap();
+            std::fs::write(dir.join("existing"), "ORIGINAL").unwrap();
+            give(&d, &dir);
+            give(&d, &dir.join("existing"));
+        };
+        let script = format!("{PY_ATTEMPT}{CREATE_AT}{HELD_DIR}");
+        let names = ["overwrite", "create", "climb", "dirfd", "cwd", "relative"];
+
+        let via_fd_3 = "exec 3<&0 </dev/null; exec python3 -c \"$0\" \"$1\"";
+        fresh();
+        let control = d
+            .as_who()
+            .args(["sh", "-c", via_fd_3, &script, &format!("{up}-control")])
+            .current_dir(control_dir(&d))
+            .stdin(std::fs::File::open(&dir).unwrap())
+            .output()
+            .unwrap();
+        let control = String::from_utf8_lossy(&control.stdout).into_owned();
+        assert_all_escaped(&control, &names);
+        assert_eq!(std::fs::read_to_string(dir.join("existing")).unwrap(), "OVERWRITTEN");
+
+        fresh();
+        let mut inside = d.stockade(["run", "--", "sh", "-c", via_fd_3, &script, &up]);
+        inside.cmd.stdin(std::fs::File::open(&dir).unwrap());
+        let out = inside.run();
+        assert_all_held(&out, &names);
+        assert_eq!(std::fs::read_to_string(dir.join("existing")).unwrap(), "ORIGINAL");
+        let listed: Vec<_> = std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().file_name()).collect();
+        assert_eq!(listed, vec![std::ffi::OsString::from("existing")], "made in the host's directory");
+        assert!(!exists(Path::new(&format!("/tmp/{up}"))), "made in the host's /tmp");
+        out.stderr_has("outside the sandbox that the program was handed already open");
+    }
+}
+
+/// `create_at(DIRFD, NAME)`: a creation relative to a directory descriptor.
+const CREATE_AT: &str = r#"
+def create_at(dirfd, name):
+    os.close(os.open(name, os.O_WRONLY | os.O_CREAT, 0o644, dir_fd=dirfd))
+    return 'created'
+"#;
+
+const APPEND_ONLY: &str = r#"
+attempt('truncate', lambda: os.write(os.open('/proc/self/fd/1', os.O_WRONLY | os.O_CREAT | os.O_TRUNC), b'TRUNCATED\n'))
+attempt('drop-append', lambda: os.write(os.open('/proc/self/fd/1', os.O_WRONLY | os.O_CREAT), b'OVERWRITE\n'))
+attempt('read', lambda: os.read(os.open('/proc/self/fd/1', os.O_RDONLY | os.O_CREAT), 100))
+os.write(os.open('/proc/self/fd/1', os.O_WRONLY | os.O_CREAT | os.O_APPEND), b'appended\n')
+"#;
+
+both_users! {
+    outside_tmp
+    /// A log of the host's given as an append-only stdout (`>> log`) is reopened through
+    /// `/proc/self/fd/1` with no more access than that: appending works, truncating, overwriting from the
+    /// start and reading do not. (Unconfined, all three work: the kernel lets a process reopen its own
+    /// descriptor as the file's mode allows.)
+    fn an_append_only_stdout_stays_append_only(d) {
+        let m = unique_marker();
+        let log = PathBuf::from(format!("/tmp/stockade-deputy-log-{m}"));
+        let _cleanup = Cleanup(vec![log.clone()]);
+        let script = format!("{PY_ATTEMPT}{APPEND_ONLY}");
+        let run = |control: bool| {
+            std::fs::write(&log, "BEFORE\n").unwrap();
+            give(&d, &log);
+            let out = std::fs::OpenOptions::new().append(true).open(&log).unwrap();
+            let mut cmd = if control {
+                let mut c = d.as_who();
+                c.args(["/usr/bin/python3", "-c", &script]).current_dir(control_dir(&d));
+                c
+            } else {
+                d.stockade(["run", "--", "python3", "-c", &script]).cmd
+            };
+            let status = cmd.stdout(out).status().unwrap();
+            assert!(status.success());
+            std::fs::read_to_string(&log).unwrap()
+        };
+        let unconfined = run(true);
+        assert!(unconfined.contains("ESCAPED truncate") && !unconfined.contains("BEFORE"), "the control must truncate:\n{unconfined}");
+        let inside = run(false);
+        assert!(inside.starts_with("BEFORE\n"), "the log was truncated or overwritten:\n{inside}");
+        for name in ["truncate", "drop-append", "read"] {
+            assert!(inside.contains(&format!("held {name} ")), "{name} not refused:\n{inside}");
+        }
+        assert!(inside.contains("appended\n") && !inside.contains("ESCAPED"), "{inside}");
+    }
+}
+
+both_users! {
+    outside_tmp
+    /// The program runs in a session of its own, without the user's terminal, so `/dev/tty` is nothing
+    /// to it; the mediator, which performs an `open` with `O_CREAT`, must not open its own controlling
+    /// terminal for it (it once did: the program read what the user typed). Run under a terminal made
+    /// by `script`, which is also the control's.
+    fn the_users_terminal_is_not_reached_through_dev_tty(d) {
+        let m = unique_marker();
+        let probe = "import os\n\
+try:\n    f = os.open('/dev/tty', os.O_RDWR | os.O_CREAT)\n    print('ESCAPED tty', os.ttyname(f), flush=True)\n\
+except OSError as e:\n    print('held tty', e.errno, flush=True)\n";
+        let result = d.work().join(format!("tty-{m}.txt"));
+        let inner = format!("python3 -c \"{probe}\" > {}", result.display());
+        let run = |cmd: String| {
+            let status = d
+                .as_who()
+                .args(["script", "-qec", &cmd, "/dev/null"])
+                .current_dir(d.work())
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .status()
+                .unwrap();
+            assert!(status.success(), "script failed for {cmd}");
+            std::fs::read_to_string(&result).unwrap_or_default()
+        };
+        let control = run(format!("sh -c '{}'", inner.replace('\'', "'\\''")));
+        assert!(control.contains("ESCAPED tty"), "the control must open its terminal:\n{control}");
+        let inside = run(format!(
+            "{} run -- sh -c '{}'",
+            bin().display(),
+            inner.replace('\'', "'\\''")
+        ));
+        assert!(inside.contains("held tty"), "{inside}");
+    }
+}

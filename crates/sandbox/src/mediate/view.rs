@@ -41,7 +41,7 @@ use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::PathBuf;
 
-use super::{Call, MAX_FOLLOWS, cstr, errno};
+use super::{Call, MAX_FOLLOWS, RefusalReason, cstr, errno};
 use crate::sys;
 
 /// The inode number of a procfs's root directory.
@@ -99,6 +99,9 @@ impl HostProc {
 pub(super) struct AgentView {
     root: OwnedFd,
     root_id: (u64, u64),
+    /// The ids of the mounts of the sandbox's mount namespace, read when the mediator joined it (after
+    /// the init built the root; the program can mount nothing in it).
+    mounts: std::collections::HashSet<u64>,
     /// The device of the sandbox's own procfs, mounted at `/proc` in its root; `None` without one.
     proc_dev: Option<u64>,
 }
@@ -124,8 +127,8 @@ pub(super) enum Stop {
     /// An error the kernel would give the caller.
     Errno(i32),
     /// A step the mediator refuses to take for the caller (the module docs list them): the path of that
-    /// step, as the sandbox sees it.
-    Refused(PathBuf),
+    /// step, as the sandbox sees it, and why.
+    Refused(PathBuf, RefusalReason),
 }
 
 impl From<i32> for Stop {
@@ -207,7 +210,7 @@ enum Last {
 impl AgentView {
     /// Opens the view. Call after joining the sandbox's mount namespace, whose root is then this
     /// process's.
-    pub(super) fn open() -> std::io::Result<Self> {
+    pub(super) fn open(host: &HostProc) -> std::io::Result<Self> {
         let root = sys::openat(
             libc::AT_FDCWD,
             c"/",
@@ -227,11 +230,40 @@ impl AgentView {
         .and_then(|fd| sys::fstat(fd.as_raw_fd()).ok())
         .filter(|st| st.st_ino == PROC_ROOT_INO)
         .map(|st| st.st_dev);
+        let mountinfo = sys::openat(
+            host.fd(),
+            c"thread-self/mountinfo",
+            libc::O_RDONLY | libc::O_CLOEXEC,
+            0,
+        )?;
+        let mut text = Vec::new();
+        let mut buf = [0u8; 16384];
+        loop {
+            let n = sys::read(mountinfo.as_raw_fd(), &mut buf)?;
+            if n == 0 {
+                break;
+            }
+            text.extend_from_slice(buf.get(..n).unwrap_or_default());
+        }
+        let mounts = text
+            .split(|b| *b == b'\n')
+            .filter_map(|line| {
+                let id = line.split(|b| *b == b' ').next()?;
+                std::str::from_utf8(id).ok()?.parse().ok()
+            })
+            .collect();
         Ok(Self {
             root,
             root_id,
+            mounts,
             proc_dev,
         })
+    }
+
+    /// Whether `fd` lies on one of the sandbox's own mounts (a copy of a host mount in its namespace is
+    /// its own; the host's mount of the same files is not).
+    fn on_own_mount(&self, fd: &OwnedFd) -> bool {
+        sys::mount_id(fd.as_raw_fd()).is_ok_and(|id| self.mounts.contains(&id))
     }
 
     /// Whether `path` names `file` in this view (the same device and inode, reached without a magic
@@ -368,7 +400,20 @@ impl Walk<'_> {
     }
 
     fn refuse(&self, fd: &OwnedFd, name: &[u8]) -> Stop {
-        Stop::Refused(self.path_of(fd, name))
+        Stop::Refused(self.path_of(fd, name), RefusalReason::OutsideOwnProc)
+    }
+
+    /// A directory the caller holds (its working directory, a descriptor, `/proc/self/fd/N`), which must
+    /// lie on one of the sandbox's own mounts: one handed to the program already open from outside
+    /// (`< DIR`) has names that are not the sandbox's, and a path judged by them would act elsewhere.
+    fn held_dir(&self, fd: OwnedFd) -> Result<Here, Stop> {
+        if !self.view.on_own_mount(&fd) {
+            return Err(Stop::Refused(
+                self.path_of(&fd, b""),
+                RefusalReason::OutsideView,
+            ));
+        }
+        self.placed(fd, 0)
     }
 
     /// The caller's directory for `dirfd` (its working directory for `AT_FDCWD`): the caller's own,
@@ -376,7 +421,7 @@ impl Walk<'_> {
     /// refused: where in it the caller stands is not known to the walk.
     fn caller_dir(&mut self, dirfd: i32) -> Result<Here, Stop> {
         let fd = self.call.dir(self.host, dirfd)?;
-        self.placed(fd, 0)
+        self.held_dir(fd)
     }
 
     /// A directory reached other than by a step the walk tracks (a descriptor, `..`, a mount crossed):
@@ -621,7 +666,7 @@ impl Walk<'_> {
                 if !sys::is_dir(std::os::fd::AsFd::as_fd(&held)) {
                     return Err(Stop::Errno(libc::ENOTDIR));
                 }
-                self.placed(held, 0)
+                self.held_dir(held)
             }
         }
     }
