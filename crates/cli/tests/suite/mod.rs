@@ -3,6 +3,7 @@ mod audit_explain;
 mod claude_code;
 mod deputy;
 mod fs_tools;
+mod gateway_deputy;
 mod hook;
 mod load;
 mod quarantine;
