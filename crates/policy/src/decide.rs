@@ -325,6 +325,14 @@ impl ResolvedPolicy {
                     "read it through the quarantine: `stockade quarantine '{shown}'` returns only references checked against the file"
                 ),
             ),
+            // stockade's own denies (its policy file, a gateway's key file): no profile or flag lifts
+            // them, so "narrow that rule" would be no advice at all.
+            (DenyCause::Denied, Some(s)) if matches!(s.source, RuleSource::Implicit { .. }) => (
+                format!("{access} access to '{shown}' is denied by {}", s.describe()),
+                "nothing in a policy or on the command line lifts this: keep what the agent needs \
+                 elsewhere (and a gateway's key in a file of its own, or in stockade's environment)"
+                    .to_string(),
+            ),
             (DenyCause::Denied, Some(s)) => (
                 format!("{access} access to '{shown}' is denied by {}", s.describe()),
                 "remove or narrow that deny rule (a deeper path grant also overrides a path deny)"

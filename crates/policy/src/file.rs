@@ -229,7 +229,8 @@ pub struct SecretSpec {
     /// The variable's name.
     pub env: String,
     /// Read the variable from this file (`K=V` lines) instead of the environment; variables such as
-    /// `${HOME}` are expanded.
+    /// `${HOME}` are expanded, and a relative path is relative to the profile's `base`. The file is
+    /// denied in every layer, whatever the profile grants: the key must not be readable inside.
     pub env_file: Option<String>,
     /// The value around the secret, with `{}` where it goes (e.g. `"Bearer {}"`); default the secret alone.
     pub format: Option<String>,

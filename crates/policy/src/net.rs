@@ -445,7 +445,8 @@ pub struct GatewayHeader {
     pub name: String,
     /// The variable holding the secret.
     pub env: String,
-    /// The `K=V` file to read it from instead of the supervisor's environment.
+    /// The `K=V` file to read it from instead of the supervisor's environment: absolute once the
+    /// policy is resolved, and denied by an implicit rule in every layer.
     pub env_file: Option<std::path::PathBuf>,
     /// The value around the secret, `{}` where it goes.
     pub format: String,

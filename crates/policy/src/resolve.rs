@@ -295,7 +295,15 @@ impl PolicyBuilder {
                 net = apply_net(net, n)?;
             }
             for (name, g) in &spec.gateway {
-                let gateway = Gateway::parse(name, g, |t| vars.expand(t))?;
+                let mut gateway = Gateway::parse(name, g, |t| vars.expand(t))?;
+                // A relative env-file is relative to the profile's base, like every path in it. Made
+                // absolute here, once, so that the file the supervisor reads the key from and the file
+                // every layer denies (below) are the same path.
+                for header in &mut gateway.headers {
+                    if let Some(file) = header.env_file.as_mut() {
+                        *file = base.join(&*file);
+                    }
+                }
                 gateways.insert(name.clone(), gateway);
             }
             limits.apply(&spec.limits, &here)?;
@@ -376,6 +384,25 @@ impl PolicyBuilder {
                 &file.to_string_lossy(),
                 "stockade's own policy file",
             )?;
+        }
+        // Issue 30: a gateway exists so that its key never enters the sandbox, yet the file it reads the
+        // key from (`env-file`) usually sits in a tree the profile grants (`~/.config/keys.env` under the
+        // `$HOME` that workspace-write, claude-code and codex read; a `.env` in the project they write).
+        // Denied here, once, every layer refuses it: the kernel sandbox, the hook, the file tools, and
+        // `explain` names this rule. A deny of a file is the deepest path scope there can be, and a tie
+        // goes to the strictest, so no grant in a profile or a flag lifts it.
+        for gateway in gateways.values() {
+            for header in &gateway.headers {
+                if let Some(file) = &header.env_file {
+                    let rule = RuleSource::Implicit {
+                        what: format!(
+                            "the key file of gateway '{}' (header '{}')",
+                            gateway.name, header.name
+                        ),
+                    };
+                    scopes.push(literal_scope(ScopeKind::Deny, file, rule, cache)?);
+                }
+            }
         }
 
         for (k, v) in &self.env_set {
@@ -674,20 +701,7 @@ fn make_scope(
                 "fix the path",
             )
         })?;
-        let canonical = CanonicalPath::resolve_cached(abs.as_path(), cache).map_err(|source| {
-            PolicyError::Resolve {
-                location: source.to_string(),
-                path: abs.as_path().to_path_buf(),
-                source,
-            }
-        })?;
-        let is_dir = cache.was_dir(canonical.as_path());
-        ScopeTarget::Path(PathTarget {
-            abs,
-            canonical,
-            dir_hint,
-            is_dir,
-        })
+        path_target(abs, dir_hint, cache)?
     };
     Ok(Scope {
         cross_project: false,
@@ -696,6 +710,51 @@ fn make_scope(
         written: written.to_string(),
         source,
     })
+}
+
+/// A scope on exactly this absolute path, taken as it is: no variable is expanded and no character makes
+/// it a glob (a key file named `keys[1].env` is that file), as a path stockade itself adds must be.
+fn literal_scope(
+    kind: ScopeKind,
+    path: &Path,
+    source: RuleSource,
+    cache: &mut LstatCache,
+) -> Result<Scope, PolicyError> {
+    let abs = AbsPath::new(path, Path::new("/")).map_err(|e| {
+        PolicyError::invalid(
+            &source,
+            format!("bad path '{}': {e}", path.display()),
+            "fix the path",
+        )
+    })?;
+    Ok(Scope {
+        cross_project: false,
+        kind,
+        target: path_target(abs, false, cache)?,
+        written: path.to_string_lossy().into_owned(),
+        source,
+    })
+}
+
+fn path_target(
+    abs: AbsPath,
+    dir_hint: bool,
+    cache: &mut LstatCache,
+) -> Result<ScopeTarget, PolicyError> {
+    let canonical = CanonicalPath::resolve_cached(abs.as_path(), cache).map_err(|source| {
+        PolicyError::Resolve {
+            location: source.to_string(),
+            path: abs.as_path().to_path_buf(),
+            source,
+        }
+    })?;
+    let is_dir = cache.was_dir(canonical.as_path());
+    Ok(ScopeTarget::Path(PathTarget {
+        abs,
+        canonical,
+        dir_hint,
+        is_dir,
+    }))
 }
 
 /// One profile may not say two different things about the same path or glob.

@@ -246,6 +246,73 @@ fn flag_grants_overridden_by_a_deny_are_refused() {
     assert!(e.contains("has no effect") && e.contains("~/.ssh"), "{e}");
 }
 
+/// Issue 30: the file a gateway reads its key from is denied whatever the profile grants, in the project
+/// it makes writable and in the `$HOME` it makes readable, with a relative `env-file` taken from the
+/// profile's base (the supervisor reads that same absolute path); a flag cannot lift the deny.
+#[test]
+fn a_gateways_key_files_are_denied_whatever_the_profile_grants() {
+    let fx = Fixture::new();
+    fx.mkdir("home/.config").mkdir("project/sub");
+    let toml = r#"
+[profile.p]
+extends = "workspace-write"
+base = "${CWD}/project"
+fs.write = ["."]
+[profile.p.gateway.api]
+upstream = "https://api.example.com"
+headers.x-api-key = { env = "K", env-file = "sub/keys[1].env" }
+headers.authorization = { env = "T", env-file = "~/.config/keys.env", format = "Bearer {}" }
+"#;
+    let policy = fx.policy(toml);
+    levels!(fx, policy, {
+        "project/sub/keys[1].env" => None,
+        "project/sub/keys1.env" => Write,
+        "project/sub/other.env" => Write,
+        "home/.config/keys.env" => None,
+        "home/.config/other" => Read,
+    });
+    let files: Vec<_> = policy
+        .gateways()
+        .first()
+        .unwrap()
+        .headers
+        .iter()
+        .map(|h| h.env_file.clone().unwrap())
+        .collect();
+    assert_eq!(
+        files,
+        [
+            fx.root.join("home/.config/keys.env"),
+            fx.root.join("project/sub/keys[1].env"),
+        ]
+    );
+    let key = CanonicalPath::resolve(&fx.root.join("home/.config/keys.env")).unwrap();
+    let explained = policy.explain(&key, Access::Read);
+    let denial = explained.denial.unwrap();
+    assert!(
+        denial
+            .reason
+            .contains("implicit: the key file of gateway 'api' (header 'authorization')"),
+        "{}",
+        denial.reason
+    );
+    assert!(denial.fix.contains("nothing in a policy"), "{}", denial.fix);
+    let e = PolicyBuilder::new(fx.vars())
+        .policy_text(toml, fx.root.join("policy.toml"))
+        .flag_scope(
+            ScopeKind::Read,
+            fx.root.join("home/.config/keys.env").to_string_lossy(),
+            "--ro",
+        )
+        .build()
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("has no effect") && e.contains("key file of gateway 'api'"),
+        "{e}"
+    );
+}
+
 #[test]
 fn default_profile_protects_secrets_and_trusted_files() {
     let fx = Fixture::new();
