@@ -5,6 +5,12 @@
 //! headers of the same names it sends are dropped and replaced, so a placeholder never reaches the
 //! upstream and the real key never reaches the sandbox: not in its environment, its files, its
 //! arguments or the memory of its processes. Responses come back as the upstream streams them.
+//!
+//! The gateway is a deputy: it acts for the program with a key the program does not have, so it
+//! forwards only what an API call needs (issue 30). A method outside [`FORWARDED_METHODS`] is refused with
+//! a 405 (`TRACE` would have the upstream echo the request, key and all, back to the program), and so is a
+//! path whose dot segments or encoded separators could take the request outside the upstream's base path
+//! ([`check_path`]). Both are refused before any connection, and recorded like the proxy's refusals.
 
 use std::io;
 use std::path::Path;
@@ -14,14 +20,107 @@ use std::sync::atomic::Ordering;
 use http_body_util::BodyExt;
 use hyper::body::Incoming;
 use hyper::header::{HeaderName, HeaderValue};
-use hyper::{Request, Response, StatusCode};
+use hyper::{Method, Request, Response, StatusCode};
 use hyper_util::rt::TokioIo;
 use rustls_pki_types::pem::PemObject;
 use rustls_pki_types::{CertificateDer, ServerName};
 use stockade_policy::{GATEWAY_PATH, Gateway};
 use tokio::net::TcpStream;
 
-use crate::proxy::{Body, State, remove_hop_by_hop, text};
+use crate::proxy::{Body, NetRefusal, Protocol, State, remove_hop_by_hop, text};
+
+/// The methods a gateway forwards: those HTTP APIs are called with. Not `TRACE` (an upstream that
+/// implements it answers with the request it got, so the headers the gateway added, the key among them,
+/// would come back to the program), not `CONNECT` (a tunnel from the upstream onwards, with the key's
+/// authority), and no extension method (WebDAV's and others do whatever each server makes of them, and no
+/// API client sends them).
+pub(crate) const FORWARDED_METHODS: [Method; 7] = [
+    Method::GET,
+    Method::POST,
+    Method::PUT,
+    Method::PATCH,
+    Method::DELETE,
+    Method::HEAD,
+    Method::OPTIONS,
+];
+
+/// Whether a gateway forwards requests with this method.
+pub(crate) fn forwards_method(method: &Method) -> bool {
+    FORWARDED_METHODS.contains(method)
+}
+
+/// Checks the part of a gateway request's path after `/gateway/NAME` (empty, or starting with `/`; the
+/// query is not part of it) before it is appended to the upstream's base path. Refused, with the reason:
+///
+/// - a dot segment, `.` or `..`, in any spelling an upstream may decode to one: percent-encoded
+///   (`%2e`, `%2E`, `.%2e`), with a path parameter (`..;x`, which Tomcat and Jetty read as `..`), or a
+///   name of dots and spaces only (`...`, `.. `, which Windows servers trim to one);
+/// - an encoded separator, `%2f` or `%5c`, or a backslash: an upstream that decodes before it splits, or
+///   takes `\` for `/`, sees more segments than were checked;
+/// - an encoded `%` (`%252e`: a second decoding makes a dot of it), an encoded control character or NUL,
+///   bytes that do not decode to UTF-8 (the overlong `%c0%ae` is a dot to some decoders), and a
+///   malformed escape.
+///
+/// Refusing is safer than normalising: normalising would pick one reading of the path, the gateway's,
+/// while the request is served by the upstream's, and the upstreams differ (whether they decode before
+/// they split, whether `;` starts a parameter, whether `\` separates, how many times they decode). Any
+/// difference is a spelling that the gateway resolves inside the base path and the upstream outside it,
+/// with the key attached. A refusal has no such gap, and costs nothing: API clients build these paths
+/// from fixed names and never send a dot segment or an encoded separator. Empty segments (`a//b`) are
+/// left alone: they cannot climb.
+pub(crate) fn check_path(rest: &str) -> Result<(), &'static str> {
+    for segment in rest.split('/').skip(1) {
+        if segment.contains('\\') {
+            return Err("a backslash, which some servers take for '/'");
+        }
+        let decoded = percent_decode(segment).ok_or("a malformed percent escape")?;
+        if decoded.iter().any(|b| *b == b'/' || *b == b'\\') {
+            return Err(
+                "an encoded '/' or '\\' (%2f, %5c), which an upstream may split on after decoding",
+            );
+        }
+        if decoded.contains(&b'%') {
+            return Err(
+                "an encoded '%' (%25), which a second decoding turns into another character",
+            );
+        }
+        if decoded.iter().any(|b| b.is_ascii_control()) {
+            return Err("an encoded control character or NUL");
+        }
+        let Ok(decoded) = std::str::from_utf8(&decoded) else {
+            return Err(
+                "encoded bytes that are not UTF-8 (overlong forms spell '.' and '/' for some decoders)",
+            );
+        };
+        // What a server that takes `;` as the start of a path parameter sees as the segment's name.
+        let name = decoded.split(';').next().unwrap_or(decoded);
+        if !name.is_empty() && name.trim_end_matches([' ', '.']).is_empty() {
+            return Err(
+                "a dot segment ('.' or '..', in any spelling), which would leave the base path",
+            );
+        }
+    }
+    Ok(())
+}
+
+/// `%XX` escapes decoded once; `None` for a `%` not followed by two hex digits.
+fn percent_decode(text: &str) -> Option<Vec<u8>> {
+    let bytes = text.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while let Some(&b) = bytes.get(i) {
+        if b == b'%' {
+            let hex = bytes.get(i + 1..i + 3)?;
+            let hex = std::str::from_utf8(hex).ok()?;
+            out.push(u8::from_str_radix(hex, 16).ok()?);
+            i += 3;
+        } else {
+            out.push(b);
+            i += 1;
+        }
+    }
+    Some(out)
+}
 
 /// A gateway with its header values, read when the run started.
 #[derive(Clone)]
@@ -139,10 +238,48 @@ pub(crate) async fn serve(mut req: Request<Incoming>, state: &State) -> Response
             ),
         );
     };
+    let gateway = &route.gateway;
+    let refuse = |status: StatusCode, reason: String| {
+        state.record_refusal(NetRefusal {
+            protocol: Protocol::Gateway,
+            host: gateway.host.clone(),
+            port: gateway.port,
+            rule: None,
+            reason: reason.clone(),
+        });
+        text(status, &reason)
+    };
+    if !forwards_method(req.method()) {
+        let allowed: Vec<&str> = FORWARDED_METHODS.iter().map(Method::as_str).collect();
+        let allowed = allowed.join(", ");
+        let mut response = refuse(
+            StatusCode::METHOD_NOT_ALLOWED,
+            format!(
+                "gateway '{}' refuses method {}; it forwards only {allowed} (the methods an API is \
+                 called with: an upstream may answer others, TRACE among them, by echoing the request, \
+                 and with it the key the gateway adds)",
+                gateway.name,
+                req.method()
+            ),
+        );
+        if let Ok(value) = HeaderValue::try_from(allowed) {
+            response.headers_mut().insert(hyper::header::ALLOW, value);
+        }
+        return response;
+    }
+    if let Err(why) = check_path(rest) {
+        return refuse(
+            StatusCode::BAD_REQUEST,
+            format!(
+                "gateway '{}' refuses the path '{}': it holds {why}; the gateway forwards only paths \
+                 that stay beneath its upstream's base path as written, so name the resource directly",
+                gateway.name, rest
+            ),
+        );
+    }
     let Some(tls) = state.config.tls.clone() else {
         return text(StatusCode::BAD_GATEWAY, "the gateway has no TLS settings");
     };
-    let gateway = &route.gateway;
     let target = format!(
         "{}{}{}",
         gateway.base_path,
@@ -282,4 +419,185 @@ async fn connect(
                 ),
             )
         })?
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io::{Read, Write};
+    use std::net::{TcpListener, TcpStream};
+
+    use hyper::Method;
+    use stockade_policy::{Gateway, GatewayHeader, NetRules};
+
+    use super::{GatewayRoute, check_path, forwards_method};
+    use crate::{Protocol, Proxy, ProxyConfig};
+
+    /// `check_path(rest)` for the part after `/gateway/NAME`: `ok` passes, `no` is refused with a reason
+    /// holding the text given.
+    macro_rules! paths {
+        ($($rest:expr => $want:tt $(($why:expr))?,)*) => {
+            $( paths!(@one $rest, $want $(, $why)?); )*
+        };
+        (@one $rest:expr, ok) => {
+            assert_eq!(check_path($rest), Ok(()), "{:?} should pass", $rest);
+        };
+        (@one $rest:expr, no, $why:expr) => {
+            match check_path($rest) {
+                Err(reason) => assert!(reason.contains($why), "{:?}: {reason:?} lacks {:?}", $rest, $why),
+                Ok(()) => panic!("{:?} should be refused ({})", $rest, $why),
+            }
+        };
+    }
+
+    #[test]
+    fn paths_that_could_leave_the_base_path_are_refused() {
+        paths! {
+            "" => ok,
+            "/" => ok,
+            "/v1/messages" => ok,
+            "/v1/messages/" => ok,
+            "/v1//messages" => ok,
+            "/v1/..foo/a.b" => ok,
+            "/v1/foo..bar" => ok,
+            "/v1/.well-known" => ok,
+            "/v1/file%2Ejson" => ok,
+            "/v1/a%20b" => ok,
+            "/v1/caf%C3%A9" => ok,
+            "/v1/a;b=c" => ok,
+            "/.." => no("dot segment"),
+            "/../x" => no("dot segment"),
+            "/v1/../../x" => no("dot segment"),
+            "/v1/.." => no("dot segment"),
+            "/." => no("dot segment"),
+            "/./v1" => no("dot segment"),
+            "/v1/./x" => no("dot segment"),
+            "/%2e%2e/x" => no("dot segment"),
+            "/%2E%2E/x" => no("dot segment"),
+            "/.%2e/x" => no("dot segment"),
+            "/%2e./x" => no("dot segment"),
+            "/.%2E" => no("dot segment"),
+            "/%2e" => no("dot segment"),
+            "/..;/x" => no("dot segment"),
+            "/..;jsessionid=1/x" => no("dot segment"),
+            "/%2e%2e%3b/x" => no("dot segment"),
+            "/.../x" => no("dot segment"),
+            "/..%20/x" => no("dot segment"),
+            "/v1%2f..%2f..%2fx" => no("encoded '/'"),
+            "/v1%2F..%2Fx" => no("encoded '/'"),
+            "/v1%2fx" => no("encoded '/'"),
+            "/v1%5c..%5cx" => no("encoded '/'"),
+            "/v1%5Cx" => no("encoded '/'"),
+            "/v1\\..\\x" => no("backslash"),
+            "/%252e%252e/x" => no("encoded '%'"),
+            "/v1/%25" => no("encoded '%'"),
+            "/v1/%00x" => no("control character"),
+            "/v1/%0d%0aX-Injected:%201" => no("control character"),
+            "/v1/%c0%ae%c0%ae/x" => no("not UTF-8"),
+            "/v1/%ff" => no("not UTF-8"),
+            "/v1/%zz" => no("malformed"),
+            "/v1/%2" => no("malformed"),
+            "/v1/%" => no("malformed"),
+        }
+    }
+
+    #[test]
+    fn only_the_methods_an_api_needs_are_forwarded() {
+        for (method, forwarded) in [
+            ("GET", true),
+            ("POST", true),
+            ("PUT", true),
+            ("PATCH", true),
+            ("DELETE", true),
+            ("HEAD", true),
+            ("OPTIONS", true),
+            ("TRACE", false),
+            ("CONNECT", false),
+            ("TRACK", false),
+            ("PROPFIND", false),
+            ("MKCOL", false),
+            ("DEBUG", false),
+            // Methods are case-sensitive: `get` is an extension method, not GET.
+            ("get", false),
+            ("post", false),
+        ] {
+            let parsed = Method::from_bytes(method.as_bytes()).unwrap();
+            assert_eq!(forwards_method(&parsed), forwarded, "{method}");
+        }
+    }
+
+    /// A proxy serving gateway `api`, whose upstream (a name that cannot resolve) must never be needed.
+    fn with_gateway() -> (Proxy, std::net::SocketAddr) {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let address = listener.local_addr().unwrap();
+        let gateway = Gateway {
+            name: "api".into(),
+            host: "upstream.invalid".into(),
+            port: 443,
+            base_path: "/base".into(),
+            url_env: Vec::new(),
+            headers: vec![GatewayHeader {
+                name: "x-api-key".into(),
+                env: "K".into(),
+                env_file: None,
+                format: "{}".into(),
+            }],
+            placeholder_env: Vec::new(),
+        };
+        let route = GatewayRoute::new(gateway, &["the-key".to_string()]).unwrap();
+        let config = ProxyConfig::new(NetRules::default())
+            .unwrap()
+            .with_gateways(vec![route], rustls::RootCertStore::empty())
+            .unwrap();
+        (Proxy::start(move || Ok(listener), config).unwrap(), address)
+    }
+
+    fn ask(address: std::net::SocketAddr, request: &str) -> String {
+        let mut client = TcpStream::connect(address).unwrap();
+        client.write_all(request.as_bytes()).unwrap();
+        let mut answer = String::new();
+        client.read_to_string(&mut answer).unwrap();
+        answer
+    }
+
+    /// A refused method or path is answered by the gateway itself, before any connection (the upstream's
+    /// name does not even resolve), and reported as a refusal of the gateway's upstream.
+    #[test]
+    fn refused_methods_and_paths_are_answered_before_any_connection_and_reported() {
+        let (proxy, address) = with_gateway();
+        let trace = ask(
+            address,
+            "TRACE /gateway/api/v1/x HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n",
+        );
+        assert!(trace.starts_with("HTTP/1.1 405"), "{trace}");
+        assert!(
+            trace
+                .to_ascii_lowercase()
+                .contains("\r\nallow: get, post, put, patch, delete, head, options\r\n"),
+            "{trace}"
+        );
+        assert!(trace.contains("refuses method TRACE"), "{trace}");
+        assert!(!trace.contains("the-key"), "{trace}");
+        let dots = ask(
+            address,
+            "GET /gateway/api/v1/%2e%2e/%2e%2e/x?q=1 HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n",
+        );
+        assert!(dots.starts_with("HTTP/1.1 400"), "{dots}");
+        assert!(
+            dots.contains("refuses the path '/v1/%2e%2e/%2e%2e/x'"),
+            "{dots}"
+        );
+        let report = proxy.finish();
+        assert_eq!(report.refused_connections, 2);
+        assert_eq!(report.gateway_requests, 0);
+        assert!(
+            report
+                .refusals
+                .iter()
+                .all(|r| r.protocol == Protocol::Gateway
+                    && r.host == "upstream.invalid"
+                    && r.port == 443),
+            "{:?}",
+            report.refusals
+        );
+    }
 }

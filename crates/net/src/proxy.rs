@@ -72,6 +72,9 @@ pub enum Protocol {
     Http,
     /// SOCKS5 `CONNECT`, with a host name or an address.
     Socks5,
+    /// A request to an API gateway (`/gateway/NAME/...`), refused for its method or path before any
+    /// connection: the host and port are the gateway's upstream.
+    Gateway,
 }
 
 impl Protocol {
@@ -81,6 +84,7 @@ impl Protocol {
             Protocol::Connect => "http-connect",
             Protocol::Http => "http",
             Protocol::Socks5 => "socks5",
+            Protocol::Gateway => "gateway",
         }
     }
 }
@@ -105,7 +109,7 @@ pub struct NetRefusal {
 pub struct NetReport {
     /// Connections made.
     pub allowed_connections: u64,
-    /// Connections refused by the rules.
+    /// Connections refused by the rules, and gateway requests refused for their method or path.
     pub refused_connections: u64,
     /// Requests passed through a gateway.
     pub gateway_requests: u64,
@@ -133,12 +137,17 @@ enum OpenError {
 
 impl State {
     fn refuse(&self, refusal: NetRefusal) -> OpenError {
+        self.record_refusal(refusal.clone());
+        OpenError::Refused(refusal)
+    }
+
+    /// Counts a refusal and keeps it for the report (and so the audit log), as every refusal is.
+    pub(crate) fn record_refusal(&self, refusal: NetRefusal) {
         self.refused.fetch_add(1, Ordering::Relaxed);
         let mut kept = self.refusals.lock().unwrap_or_else(PoisonError::into_inner);
         if kept.len() < KEPT_REFUSALS {
-            kept.push(refusal.clone());
+            kept.push(refusal);
         }
-        OpenError::Refused(refusal)
     }
 
     /// Decides the host, resolves it, decides each address, and connects to the first allowed address
