@@ -24,12 +24,26 @@
 //!   read by hand. A plain HTTP request gets an upstream connection of its own, closed with the response,
 //!   so whatever else the program sends on it reaches only the host already decided, as through
 //!   `CONNECT`.
+//! - A gateway (`/gateway/NAME/...`) is a deputy: it adds a key the program must never see, so it must
+//!   not be led to hand the key back or to spend it outside what the policy names (issue 30). It
+//!   forwards only `GET`, `POST`, `PUT`, `PATCH`, `DELETE`, `HEAD` and `OPTIONS` (a `TRACE` that the
+//!   upstream answers echoes the request, the added header with it; anything else gets a 405 naming the
+//!   allowed methods). It refuses, with a 400, a path holding a dot segment in any spelling (`..`, `.`,
+//!   `%2e%2e`, `.%2E`, `..;x`), an encoded `/` or `\` (`%2f`, `%5c`), a backslash, a double-encoded
+//!   `%`, a control character or bytes that are not UTF-8, rather than normalising it: a normalised path
+//!   is the gateway's reading, and the upstream that serves it may read the same bytes another way.
+//!   Both refusals come before any connection and are reported and audited like the proxy's others
+//!   (protocol `gateway`, with the upstream's host and port). The file a key is read from (`env-file`)
+//!   is denied by the policy itself, so in every layer (`stockade_policy`).
 //!
 //! # Limitations
 //!
 //! TLS passes through untouched: a `CONNECT` to an allowed name may carry any SNI or `Host` inside the
 //! tunnel (domain fronting through a CDN that serves both). Only TCP is proxied: no UDP, so no QUIC and
-//! no DNS from inside. The host's addresses are read when the proxy starts.
+//! no DNS from inside. The host's addresses are read when the proxy starts. A gateway's responses are
+//! the upstream's, unread: an upstream that puts the key it received into an ordinary answer (an
+//! error that quotes the request's headers) hands it to the program, and no method or path check can
+//! stop that; the upstream is trusted as the policy names it.
 
 mod gateway;
 mod proxy;

@@ -39,7 +39,9 @@
 //! guarantee that the filesystem stays that way; enforcement layers must open beneath a handle or leave
 //! the final word to the kernel. Built-in profiles deny known secrets (`~/.ssh`, `~/.aws`, `/etc/shadow`, …)
 //! and stockade's own policy, state and settings, and keep files that something outside the sandbox will
-//! later trust (`.git/hooks`, `.git/config`, `.claude/`, `.mcp.json`, shell rc files) read-only.
+//! later trust (`.git/hooks`, `.git/config`, `.claude/`, `.mcp.json`, shell rc files) read-only. Whatever
+//! the profile, the policy file itself and every file a gateway reads its key from (`env-file`) are
+//! denied by implicit rules no grant or flag lifts, so every layer refuses them.
 //!
 //! # Limitations
 //!
