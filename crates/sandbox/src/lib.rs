@@ -53,8 +53,10 @@
 //!    keyrings (`EPERM`), `io_uring` and `openat2` (`ENOSYS`) and Unix datagram sockets, and hands every
 //!    call that names a file (`open` with `O_CREAT`, `creat`, `mkdir`, `mknod`, `rename`, `link`,
 //!    `symlink`, `bind`) and every `connect` to the **mediator** (`mediate.rs`): a process forked by the
-//!    supervisor that joins the sandbox's mount (and user) namespace, checks the policy's decision for the
-//!    resolved path, performs the call itself and hands back the descriptor. Names are therefore exact:
+//!    supervisor that joins the sandbox's mount (and user) namespace, resolves the path in the sandbox's
+//!    own view (its root and its own `/proc`, following there only the caller's own entries; never the
+//!    host's `/proc`), checks the policy's decision for it before any side effect, performs the call
+//!    itself and hands back the descriptor. Names are therefore exact:
 //!    a protected name cannot be created whether or not it exists at start, and connecting to a pathname
 //!    socket needs write on its path. Where no name-based rule applies, Landlock keeps the right to create
 //!    names ([`MountPlan::create_dirs`]) and the mediator lets a creation proceed in the kernel; where one
