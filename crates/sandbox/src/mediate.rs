@@ -1006,7 +1006,7 @@ impl Mediator<'_> {
             }
             match self.host.own_fd_path(held.as_raw_fd()) {
                 // In the sandbox's view: judged by its path, as Landlock judges the caller's own reopen.
-                Some(real) if self.view.names(&real, held) => self.check("open", &real, access)?,
+                Some(real) if self.view.holds_in_view(held) => self.check("open", &real, access)?,
                 // Handed to the program from outside its view (a redirection of the user's): reopened
                 // with no more access than the descriptor it holds.
                 Some(real) if !within_access(sys::status_flags(held.as_raw_fd()), flags) => {

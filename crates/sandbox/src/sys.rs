@@ -1251,8 +1251,17 @@ pub(crate) fn openat2_no_magiclinks(
     Ok(owned(check_long(fd)?))
 }
 
-/// The id of the mount an open descriptor lies on (`statx` `STATX_MNT_ID`, as `mountinfo`'s first field).
-pub(crate) fn mount_id(fd: RawFd) -> io::Result<u64> {
+/// What `statx` tells of an open descriptor in one call: its mount's id (as `mountinfo`'s first field),
+/// device and inode.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct FileIds {
+    pub mount: u64,
+    pub dev: u64,
+    pub ino: u64,
+}
+
+/// [`FileIds`] of an open descriptor (an `O_PATH` one will do).
+pub(crate) fn file_ids(fd: RawFd) -> io::Result<FileIds> {
     // SAFETY: `stx` is plain data filled by the kernel.
     let mut stx: libc::statx = unsafe { std::mem::zeroed() };
     // SAFETY: an empty NUL-terminated name with AT_EMPTY_PATH names `fd` itself; a valid out pointer.
@@ -1261,14 +1270,18 @@ pub(crate) fn mount_id(fd: RawFd) -> io::Result<u64> {
             fd,
             c"".as_ptr(),
             libc::AT_EMPTY_PATH | libc::AT_SYMLINK_NOFOLLOW,
-            libc::STATX_MNT_ID,
+            libc::STATX_MNT_ID | libc::STATX_INO,
             &mut stx,
         )
     })?;
     if stx.stx_mask & libc::STATX_MNT_ID == 0 {
         return Err(io::Error::from_raw_os_error(libc::ENOSYS));
     }
-    Ok(stx.stx_mnt_id)
+    Ok(FileIds {
+        mount: stx.stx_mnt_id,
+        dev: libc::makedev(stx.stx_dev_major, stx.stx_dev_minor),
+        ino: stx.stx_ino,
+    })
 }
 
 /// `fstat(2)` of an open descriptor (an `O_PATH` one will do, a symlink's included).

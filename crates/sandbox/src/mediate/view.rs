@@ -35,7 +35,7 @@
 //! procfs. Otherwise (a magic link or `/proc/self` on the way, a procfs reached) the walk goes component
 //! by component ([`Walk::walk`]), the complete road, which judges every step itself.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::ffi::{CString, OsStr};
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::os::unix::ffi::OsStrExt;
@@ -102,6 +102,8 @@ pub(super) struct AgentView {
     /// The ids of the mounts of the sandbox's mount namespace, read when the mediator joined it (after
     /// the init built the root; the program can mount nothing in it).
     mounts: std::collections::HashSet<u64>,
+    /// Those of them that are procfs (the sandbox's `/proc`, and any part of it bound elsewhere).
+    proc_mounts: std::collections::HashSet<u64>,
     /// The device of the sandbox's own procfs, mounted at `/proc` in its root; `None` without one.
     proc_dev: Option<u64>,
 }
@@ -192,6 +194,16 @@ enum Place {
     OwnFds,
 }
 
+/// Where a resolution starts.
+enum Start {
+    /// The sandbox's root (an absolute path).
+    Root,
+    /// The caller's working directory or `dirfd`, not yet judged (see [`Walk::parent`]).
+    Caller(OwnedFd),
+    /// A directory the walk stands in (the one a symlink it follows lies in).
+    At(Here),
+}
+
 /// A directory the walk stands in.
 struct Here {
     fd: OwnedFd,
@@ -245,42 +257,36 @@ impl AgentView {
             }
             text.extend_from_slice(buf.get(..n).unwrap_or_default());
         }
-        let mounts = text
-            .split(|b| *b == b'\n')
-            .filter_map(|line| {
-                let id = line.split(|b| *b == b' ').next()?;
-                std::str::from_utf8(id).ok()?.parse().ok()
-            })
-            .collect();
+        let (mut mounts, mut proc_mounts) = (HashSet::new(), HashSet::new());
+        for line in text.split(|b| *b == b'\n') {
+            // `ID PARENT MAJOR:MINOR ROOT POINT OPTIONS [OPTIONAL...] - FSTYPE SOURCE SUPER`
+            let mut fields = line.split(|b| *b == b' ');
+            let Some(id) = fields
+                .next()
+                .and_then(|id| std::str::from_utf8(id).ok()?.parse::<u64>().ok())
+            else {
+                continue;
+            };
+            mounts.insert(id);
+            if fields.skip_while(|f| *f != b"-").nth(1) == Some(b"proc") {
+                proc_mounts.insert(id);
+            }
+        }
         Ok(Self {
             root,
             root_id,
             mounts,
+            proc_mounts,
             proc_dev,
         })
     }
 
-    /// Whether `fd` lies on one of the sandbox's own mounts (a copy of a host mount in its namespace is
-    /// its own; the host's mount of the same files is not).
-    fn on_own_mount(&self, fd: &OwnedFd) -> bool {
-        sys::mount_id(fd.as_raw_fd()).is_ok_and(|id| self.mounts.contains(&id))
-    }
-
-    /// Whether `path` names `file` in this view (the same device and inode, reached without a magic
-    /// link): a descriptor's path as the kernel reports it is text, and one from outside the sandbox
-    /// (a redirection of its caller's) reads like a path inside.
-    pub(super) fn names(&self, path: &std::path::Path, file: &OwnedFd) -> bool {
-        let Some(want) = sys::fstat_identity(file.as_raw_fd()) else {
-            return false;
-        };
-        sys::openat2_no_magiclinks(
-            self.root.as_raw_fd(),
-            &cstr(path.as_os_str().as_bytes()),
-            libc::O_PATH | libc::O_NOFOLLOW | libc::O_CLOEXEC,
-        )
-        .ok()
-        .and_then(|f| sys::fstat_identity(f.as_raw_fd()))
-            == Some(want)
+    /// Whether `file` lies on one of the sandbox's own mounts, and so at the path the kernel reports for
+    /// it in this view (a copy of a host mount in the sandbox's namespace is its own; the host's mount of
+    /// the same files is not): a descriptor handed in from outside (a redirection of the user's) reads
+    /// like a path inside.
+    pub(super) fn holds_in_view(&self, file: &OwnedFd) -> bool {
+        sys::file_ids(file.as_raw_fd()).is_ok_and(|ids| self.mounts.contains(&ids.mount))
     }
 
     /// Resolves `path` as the caller would (relative to `dirfd` or its working directory, inside the
@@ -306,22 +312,40 @@ impl AgentView {
             follows: 0,
         };
         let mut start = if path.starts_with(b"/") {
-            None
+            Start::Root
         } else {
-            Some(walk.caller_dir(dirfd)?)
+            Start::Caller(call.dir(host, dirfd)?)
         };
         let mut path = path.to_vec();
         loop {
+            // `/dev/stdout` and its kin lead here: the caller's own descriptor, taken at once. `/proc` in
+            // the sandbox's root is its procfs (a mount point the program can neither move nor cover),
+            // so the text alone says what it names.
+            if matches!(start, Start::Root)
+                && follow
+                && self.proc_dev.is_some()
+                && let Some(n) = own_fd_text(&path)
+            {
+                let held = walk.held(n)?;
+                return Ok(Resolved {
+                    dir: self.root.try_clone().map_err(io)?,
+                    name: cstr(n),
+                    path: PathBuf::new(),
+                    is_dot: false,
+                    held: Some(held),
+                    trailing_slash: false,
+                });
+            }
             let (parent, name, trailing_slash) = split_last(&path);
-            let here = walk.parent(start.take(), parent)?;
+            let here = walk.parent(std::mem::replace(&mut start, Start::Root), parent)?;
             match walk.last(here, name, follow, trailing_slash)? {
                 Last::Done(r) => return Ok(r),
                 Last::Follow(at, target) => {
                     walk.count_follow()?;
                     start = if target.starts_with(b"/") {
-                        None
+                        Start::Root
                     } else {
-                        Some(at)
+                        Start::At(at)
                     };
                     path = target;
                 }
@@ -348,6 +372,14 @@ fn split_last(path: &[u8]) -> (&[u8], &[u8], bool) {
         ),
         None => (b".", trimmed, trailing_slash),
     }
+}
+
+/// `N` of exactly `/proc/self/fd/N` or `/proc/thread-self/fd/N`.
+fn own_fd_text(path: &[u8]) -> Option<&[u8]> {
+    let rest = path
+        .strip_prefix(b"/proc/self/fd/")
+        .or_else(|| path.strip_prefix(b"/proc/thread-self/fd/"))?;
+    is_number(rest).then_some(rest)
 }
 
 /// The components of `text`, without empty ones and `.`.
@@ -406,14 +438,28 @@ impl Walk<'_> {
     /// A directory the caller holds (its working directory, a descriptor, `/proc/self/fd/N`), which must
     /// lie on one of the sandbox's own mounts: one handed to the program already open from outside
     /// (`< DIR`) has names that are not the sandbox's, and a path judged by them would act elsewhere.
+    /// One `statx` tells all three: the mount (the sandbox's own, and whether procfs), the device and
+    /// the inode (the procfs root's is 1).
     fn held_dir(&self, fd: OwnedFd) -> Result<Here, Stop> {
-        if !self.view.on_own_mount(&fd) {
+        let ids = sys::file_ids(fd.as_raw_fd()).map_err(io)?;
+        if !self.view.mounts.contains(&ids.mount) {
             return Err(Stop::Refused(
                 self.path_of(&fd, b""),
                 RefusalReason::OutsideView,
             ));
         }
-        self.placed(fd, 0)
+        let place = if !self.view.proc_mounts.contains(&ids.mount) {
+            Place::Files
+        } else if Some(ids.dev) == self.view.proc_dev && ids.ino == PROC_ROOT_INO {
+            Place::ProcRoot
+        } else {
+            return Err(self.refuse(&fd, b""));
+        };
+        Ok(Here {
+            fd,
+            place,
+            dev: ids.dev,
+        })
     }
 
     /// The caller's directory for `dirfd` (its working directory for `AT_FDCWD`): the caller's own,
@@ -453,25 +499,41 @@ impl Walk<'_> {
     }
 
     /// The directory `text` names from `start` (the root when `None`).
-    fn parent(&mut self, start: Option<Here>, text: &[u8]) -> Result<Here, Stop> {
-        let from_files = start.as_ref().is_none_or(|h| h.place == Place::Files);
-        if from_files && !text.starts_with(b"/proc/") && text != b"/proc" {
-            let base = start
-                .as_ref()
-                .map_or(self.view.root.as_raw_fd(), |h| h.fd.as_raw_fd());
-            if let Ok(fd) = sys::openat2_no_magiclinks(
+    ///
+    /// The kernel's walk first, which refuses magic links: where it lands on one of the sandbox's own
+    /// mounts other than procfs, it went where the agent's own walk goes (a walk that began in a
+    /// directory from outside the view stays on the host's mounts, whose ancestors are all the host's,
+    /// unless an absolute symlink brings it back to the sandbox's root, as it would the agent). Anything
+    /// else takes the component walk, which judges its start and each step.
+    fn parent(&mut self, start: Start, text: &[u8]) -> Result<Here, Stop> {
+        let base = match &start {
+            Start::Root => Some(self.view.root.as_raw_fd()),
+            Start::Caller(fd) => Some(fd.as_raw_fd()),
+            Start::At(h) => (h.place == Place::Files).then(|| h.fd.as_raw_fd()),
+        };
+        if let Some(base) = base
+            && !text.starts_with(b"/proc/")
+            && text != b"/proc"
+            && let Ok(fd) = sys::openat2_no_magiclinks(
                 base,
                 &cstr(text),
                 libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC,
-            ) && !sys::is_procfs(fd.as_raw_fd()).unwrap_or(true)
-            {
-                return Ok(Here {
-                    fd,
-                    place: Place::Files,
-                    dev: 0,
-                });
-            }
+            )
+            && let Ok(ids) = sys::file_ids(fd.as_raw_fd())
+            && self.view.mounts.contains(&ids.mount)
+            && !self.view.proc_mounts.contains(&ids.mount)
+        {
+            return Ok(Here {
+                fd,
+                place: Place::Files,
+                dev: ids.dev,
+            });
         }
+        let start = match start {
+            Start::Root => None,
+            Start::Caller(fd) => Some(self.held_dir(fd)?),
+            Start::At(h) => Some(h),
+        };
         self.walk(start, text)
     }
 
@@ -735,11 +797,11 @@ impl Walk<'_> {
         let is_link =
             |h: &Here| sys::lstat_at(h.fd.as_raw_fd(), &name_c).is_ok_and(|t| t == libc::S_IFLNK);
         let done = |w: &Self, here: Here, held: Option<OwnedFd>| {
-            let dir_path = w.path_of(&here.fd, b"");
-            let path = if is_dot {
-                dir_path
-            } else {
-                dir_path.join(OsStr::from_bytes(name))
+            // A file the caller holds is judged on what it is, not by this name.
+            let path = match (&held, is_dot) {
+                (Some(_), _) => PathBuf::new(),
+                (None, true) => w.path_of(&here.fd, b""),
+                (None, false) => w.path_of(&here.fd, b"").join(OsStr::from_bytes(name)),
             };
             Ok(Last::Done(Resolved {
                 dir: here.fd,
@@ -822,6 +884,29 @@ mod tests {
 
     /// A path, and its parent's text, last name and trailing `/`.
     type Case = (&'static [u8], (&'static [u8], &'static [u8], bool));
+
+    #[test]
+    fn only_exactly_an_own_descriptor_is_taken_from_the_text() {
+        use super::own_fd_text;
+        assert_eq!(own_fd_text(b"/proc/self/fd/1"), Some(&b"1"[..]));
+        assert_eq!(own_fd_text(b"/proc/thread-self/fd/12"), Some(&b"12"[..]));
+        for other in [
+            &b"/proc/self/fd/1/x"[..],
+            b"/proc/self/fd/",
+            b"/proc/self/fd/-1",
+            b"/proc/self/../1/fd/1",
+            b"/proc//self/fd/1",
+            b"/proc/1/fd/1",
+            b"proc/self/fd/1",
+        ] {
+            assert_eq!(
+                own_fd_text(other),
+                None,
+                "{}",
+                String::from_utf8_lossy(other)
+            );
+        }
+    }
 
     #[test]
     fn a_path_splits_into_its_parent_and_last_name() {
