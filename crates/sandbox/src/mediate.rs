@@ -1004,16 +1004,30 @@ impl Mediator<'_> {
             if sys::is_dir(held.as_fd()) {
                 return Err(libc::EISDIR);
             }
+            let mut flags = flags;
             match self.host.own_fd_path(held.as_raw_fd()) {
                 // In the sandbox's view: judged by its path, as Landlock judges the caller's own reopen.
                 Some(real) if self.view.holds_in_view(held) => self.check("open", &real, access)?,
                 // Handed to the program from outside its view (a redirection of the user's): reopened
-                // with no more access than the descriptor it holds.
-                Some(real) if !within_access(sys::status_flags(held.as_raw_fd()), flags) => {
-                    return Err(self.refuse_for("open", &real, access, RefusalReason::BeyondHeld));
+                // with no more access than the descriptor it holds. An append-only one (`>> log`)
+                // stays so: `> /dev/stdout` appends rather than being refused (unconfined it would
+                // truncate the log, which the program was not given).
+                Some(real) => {
+                    let held_flags = sys::status_flags(held.as_raw_fd());
+                    if held_flags.is_some_and(|h| h & libc::O_APPEND != 0) {
+                        flags = (flags & !libc::O_TRUNC) | libc::O_APPEND;
+                    }
+                    if !within_access(held_flags, flags) {
+                        return Err(self.refuse_for(
+                            "open",
+                            &real,
+                            access,
+                            RefusalReason::BeyondHeld,
+                        ));
+                    }
                 }
                 // Or an object without a path (a pipe, a socket): the caller's already.
-                _ => {}
+                None => {}
             }
             let file = self
                 .host

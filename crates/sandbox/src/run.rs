@@ -349,6 +349,12 @@ impl SandboxBuilder {
     pub fn build(self) -> Result<Sandbox, SandboxError> {
         let policy = &self.policy;
         let mut warnings = Vec::new();
+        for (fd, name) in directory_stdio() {
+            warnings.push(format!(
+                "{name} is a directory; the program gets /dev/null there instead (a directory handed \
+                 in already open would lead out of the sandbox: `cd /proc/self/fd/{fd}/..`)"
+            ));
+        }
         let abi = landlock_abi();
         if abi < 6 {
             let feature = if abi == 0 {
@@ -599,6 +605,14 @@ pub struct Sandbox {
 /// `explain` allows a program can do, and a cache's writes never reach the host. Elsewhere only a cache
 /// whose parent exists is made. Refuses a cache that is not a directory; one that cannot be made is
 /// named in a warning.
+/// Which of this process's descriptors 0 to 2 are directories, with their names.
+fn directory_stdio() -> Vec<(RawFd, &'static str)> {
+    [(0, "stdin"), (1, "stdout"), (2, "stderr")]
+        .into_iter()
+        .filter(|(fd, _)| sys::fstat_kind(*fd).is_ok_and(|k| k == libc::S_IFDIR))
+        .collect()
+}
+
 fn prepare_caches(policy: &ResolvedPolicy, warnings: &mut Vec<String>) -> Result<(), SandboxError> {
     // Canonical, as the caches' paths are; looked up once, and only when a cache's parent is missing.
     let home = std::cell::OnceCell::new();
@@ -1070,6 +1084,22 @@ impl Sandbox {
         } else {
             None
         };
+        // A directory among 0 to 2 is a way out: the kernel walks from it, and `..` from it, in the
+        // host's tree, where no mask or read-only bind of the private root applies and Landlock's rules
+        // on the granted directories still do (issue 30: `cd /proc/self/fd/0/../..` read /etc/shadow).
+        // It becomes /dev/null in the child, as `stdin_null` does.
+        let directories: Vec<RawFd> = directory_stdio().into_iter().map(|(fd, _)| fd).collect();
+        let dev_null_rw = if directories.is_empty() {
+            None
+        } else {
+            Some(
+                std::fs::OpenOptions::new()
+                    .read(true)
+                    .write(true)
+                    .open("/dev/null")
+                    .map_err(SandboxError::io("open /dev/null"))?,
+            )
+        };
 
         let (mediator_sup, mediator_child) = socketpair_for_child("the mediator")?;
         // The proxy's listener comes back over this pair.
@@ -1177,6 +1207,14 @@ impl Sandbox {
                 // Replaced in the child only; the supervisor keeps its own stdin.
                 if let Some(f) = &stdin_null {
                     let _ = sys::dup2(f.as_raw_fd(), 0);
+                }
+                if let Some(f) = &dev_null_rw {
+                    for fd in &directories {
+                        if sys::dup2(f.as_raw_fd(), *fd).is_err() {
+                            // Never run with the directory in place.
+                            sys::exit_now(125);
+                        }
+                    }
                 }
                 child::init_main(&prepared)
             }

@@ -1213,13 +1213,18 @@ pub(crate) fn openat2_exact(
         | libc::RESOLVE_NO_SYMLINKS
         | libc::RESOLVE_NO_MAGICLINKS
         | libc::RESOLVE_NO_XDEV;
+    openat2(dir, path, &how)
+}
+
+/// `openat2(2)`, returning an owned descriptor.
+fn openat2(dir: RawFd, path: &CStr, how: &libc::open_how) -> io::Result<std::os::fd::OwnedFd> {
     // SAFETY: a NUL-terminated path and a valid open_how of the size passed.
     let fd = unsafe {
         libc::syscall(
             libc::SYS_openat2,
             dir,
             path.as_ptr(),
-            &how as *const libc::open_how,
+            how as *const libc::open_how,
             std::mem::size_of::<libc::open_how>(),
         )
     };
@@ -1238,17 +1243,7 @@ pub(crate) fn openat2_no_magiclinks(
     let mut how: libc::open_how = unsafe { std::mem::zeroed() };
     how.flags = flags as u64;
     how.resolve = libc::RESOLVE_NO_MAGICLINKS;
-    // SAFETY: a NUL-terminated path and a valid open_how of the size passed.
-    let fd = unsafe {
-        libc::syscall(
-            libc::SYS_openat2,
-            dir,
-            path.as_ptr(),
-            &how as *const libc::open_how,
-            std::mem::size_of::<libc::open_how>(),
-        )
-    };
-    Ok(owned(check_long(fd)?))
+    openat2(dir, path, &how)
 }
 
 /// What `statx` tells of an open descriptor in one call: its mount's id (as `mountinfo`'s first field),

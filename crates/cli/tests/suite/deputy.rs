@@ -854,20 +854,25 @@ both_users! {
 /// as its stdin, so the directory handed in is descriptor 3.
 const HELD_DIR: &str = r#"
 up = sys.argv[1]
+secret = up.removesuffix('-control') + '-secret'
 attempt('overwrite', lambda: write('/proc/self/fd/3/existing', 'OVERWRITTEN'))
 attempt('create', lambda: create('/proc/self/fd/3/planted'))
 attempt('climb', lambda: create('/proc/self/fd/3/../' + up))
 attempt('dirfd', lambda: create_at(3, 'planted-at'))
 attempt('cwd', lambda: (os.chdir('/proc/self/fd/3'), create('/proc/self/cwd/planted-cwd'))[1])
-attempt('relative', lambda: create('planted-rel'))
+attempt('read-beside', lambda: read('/proc/self/fd/3/../' + secret))
+attempt('read-beside-unmediated', lambda: open('/proc/self/fd/3/../' + secret).read())
 "#;
 
 both_users! {
     outside_tmp
-    /// A directory of the host's handed to the program already open (`stockade run -- CMD < DIR`): a
-    /// mediated call through it (`/proc/self/fd/0/x`, `..` from there, a working directory changed into
-    /// it) must not act in the host's directory, whose names are not the sandbox's: `/tmp/DIR/..` reads
-    /// as the run's private `/tmp`, but is the host's. Found by a red-team run after the first fix.
+    /// A directory of the host's handed to the program already open (`stockade run -- CMD < DIR`) is a
+    /// way out: the kernel walks from it, and `..` from it, in the host's tree, where no mask of the
+    /// private root applies (a second red-team run read `/etc/shadow` and `~/.ssh` and wrote `.git/config`
+    /// that way, with calls the mediator never sees), and a mediated call through it acted in the host's
+    /// directory, judged by names that read as the sandbox's (the first run). The program now gets
+    /// /dev/null in its place, with a warning; the mediator also refuses any directory held from
+    /// outside its view. The control reaches the host through every route.
     fn a_directory_handed_in_is_not_a_way_out(d) {
         let m = unique_marker();
         let dir = PathBuf::from(format!("/tmp/stockade-deputy-held-{m}"));
@@ -881,7 +886,11 @@ both_users! {
             give(&d, &dir.join("existing"));
         };
         let script = format!("{PY_ATTEMPT}{CREATE_AT}{HELD_DIR}");
-        let names = ["overwrite", "create", "climb", "dirfd", "cwd", "relative"];
+        let secret = PathBuf::from(format!("/tmp/{up}-secret"));
+        std::fs::write(&secret, "HOSTSECRET").unwrap();
+        give(&d, &secret);
+        let _secret = Cleanup(vec![secret]);
+        let names = ["overwrite", "create", "climb", "dirfd", "cwd", "read-beside", "read-beside-unmediated"];
 
         let via_fd_3 = "exec 3<&0 </dev/null; exec python3 -c \"$0\" \"$1\"";
         fresh();
@@ -905,7 +914,8 @@ both_users! {
         let listed: Vec<_> = std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().file_name()).collect();
         assert_eq!(listed, vec![std::ffi::OsString::from("existing")], "made in the host's directory");
         assert!(!exists(Path::new(&format!("/tmp/{up}"))), "made in the host's /tmp");
-        out.stderr_has("outside the sandbox that the program was handed already open");
+        out.stdout_lacks("HOSTSECRET");
+        out.stderr_has("stdin is a directory; the program gets /dev/null there instead");
     }
 }
 
@@ -916,19 +926,24 @@ def create_at(dirfd, name):
     return 'created'
 "#;
 
+/// Each write through a reopened stdout; `/proc/self/fd/1` with `O_TRUNC` is what `> /dev/stdout` does.
 const APPEND_ONLY: &str = r#"
-attempt('truncate', lambda: os.write(os.open('/proc/self/fd/1', os.O_WRONLY | os.O_CREAT | os.O_TRUNC), b'TRUNCATED\n'))
-attempt('drop-append', lambda: os.write(os.open('/proc/self/fd/1', os.O_WRONLY | os.O_CREAT), b'OVERWRITE\n'))
+def reopen_write(flags, text):
+    f = os.open('/proc/self/fd/1', flags)
+    os.lseek(f, 0, os.SEEK_SET)
+    return os.write(f, text)
+attempt('truncate', lambda: reopen_write(os.O_WRONLY | os.O_CREAT | os.O_TRUNC, b'TRUNCATED\n'))
+attempt('drop-append', lambda: reopen_write(os.O_WRONLY | os.O_CREAT, b'OVERWRITE\n'))
 attempt('read', lambda: os.read(os.open('/proc/self/fd/1', os.O_RDONLY | os.O_CREAT), 100))
-os.write(os.open('/proc/self/fd/1', os.O_WRONLY | os.O_CREAT | os.O_APPEND), b'appended\n')
 "#;
 
 both_users! {
     outside_tmp
     /// A log of the host's given as an append-only stdout (`>> log`) is reopened through
-    /// `/proc/self/fd/1` with no more access than that: appending works, truncating, overwriting from the
-    /// start and reading do not. (Unconfined, all three work: the kernel lets a process reopen its own
-    /// descriptor as the file's mode allows.)
+    /// `/proc/self/fd/1` with no more access than that: what is written is appended (`> /dev/stdout`
+    /// still works, and truncates nothing), and reading is refused. Unconfined, the reopen truncates the
+    /// log, writes over its start and reads it: the kernel lets a process reopen its own descriptor as
+    /// the file's mode allows.
     fn an_append_only_stdout_stays_append_only(d) {
         let m = unique_marker();
         let log = PathBuf::from(format!("/tmp/stockade-deputy-log-{m}"));
@@ -950,13 +965,10 @@ both_users! {
             std::fs::read_to_string(&log).unwrap()
         };
         let unconfined = run(true);
-        assert!(unconfined.contains("ESCAPED truncate") && !unconfined.contains("BEFORE"), "the control must truncate:\n{unconfined}");
+        assert!(!unconfined.contains("BEFORE") && unconfined.contains("ESCAPED read"), "the control must truncate and read:\n{unconfined}");
         let inside = run(false);
-        assert!(inside.starts_with("BEFORE\n"), "the log was truncated or overwritten:\n{inside}");
-        for name in ["truncate", "drop-append", "read"] {
-            assert!(inside.contains(&format!("held {name} ")), "{name} not refused:\n{inside}");
-        }
-        assert!(inside.contains("appended\n") && !inside.contains("ESCAPED"), "{inside}");
+        assert!(inside.starts_with("BEFORE\nTRUNCATED\n"), "the log was truncated or written over:\n{inside}");
+        assert!(inside.contains("OVERWRITE\n") && inside.contains("held read ") && !inside.contains("ESCAPED read"), "{inside}");
     }
 }
 
@@ -993,5 +1005,27 @@ except OSError as e:\n    print('held tty', e.errno, flush=True)\n";
             inner.replace('\'', "'\\''")
         ));
         assert!(inside.contains("held tty"), "{inside}");
+    }
+}
+
+const PROC_DIRFD: &str = r#"
+own = os.open('/proc/self', os.O_RDONLY | os.O_DIRECTORY)
+attempt('own-dirfd', lambda: (os.mkdir('cwd/via-proc-dirfd', dir_fd=own), 'made')[1])
+init = os.open('/proc/1', os.O_RDONLY | os.O_DIRECTORY)
+attempt('init-dirfd', lambda: (os.mkdir('cwd/via-init-dirfd', dir_fd=init), 'made')[1])
+"#;
+
+both_users! {
+    outside_tmp
+    /// A creation relative to a descriptor on a directory inside the sandbox's `/proc`: the caller's own
+    /// process directory is placed by walking its path and followed as the caller's (`cwd/x` is made in
+    /// its working directory, as unconfined); another process's (the init's, whose `cwd` the program may
+    /// not follow) stays refused.
+    fn a_dirfd_inside_proc_is_placed_as_the_caller_sees_it(d) {
+        let script = format!("{PY_ATTEMPT}{PROC_DIRFD}");
+        let out = inside(&d, &[], &script, &[]);
+        out.ok().stdout_has("ESCAPED own-dirfd 'made'").stdout_has("held init-dirfd EACCES");
+        assert!(exists(&d.work().join("via-proc-dirfd")));
+        assert!(!exists(&d.work().join("via-init-dirfd")));
     }
 }

@@ -439,8 +439,10 @@ impl Walk<'_> {
     /// lie on one of the sandbox's own mounts: one handed to the program already open from outside
     /// (`< DIR`) has names that are not the sandbox's, and a path judged by them would act elsewhere.
     /// One `statx` tells all three: the mount (the sandbox's own, and whether procfs), the device and
-    /// the inode (the procfs root's is 1).
-    fn held_dir(&self, fd: OwnedFd) -> Result<Here, Stop> {
+    /// the inode (the procfs root's is 1). A directory inside the sandbox's `/proc` (`mkdir -p` walks
+    /// `/proc/self` by descriptors) is placed by walking its path from the root, which judges every step,
+    /// and taken only if that walk reaches the very same directory.
+    fn held_dir(&mut self, fd: OwnedFd) -> Result<Here, Stop> {
         let ids = sys::file_ids(fd.as_raw_fd()).map_err(io)?;
         if !self.view.mounts.contains(&ids.mount) {
             return Err(Stop::Refused(
@@ -453,7 +455,13 @@ impl Walk<'_> {
         } else if Some(ids.dev) == self.view.proc_dev && ids.ino == PROC_ROOT_INO {
             Place::ProcRoot
         } else {
-            return Err(self.refuse(&fd, b""));
+            let path = self.path_of(&fd, b"");
+            let walked = self.walk(None, path.as_os_str().as_bytes())?;
+            let same = sys::file_ids(walked.fd.as_raw_fd()).is_ok_and(|w| w == ids);
+            if !same {
+                return Err(self.refuse(&fd, b""));
+            }
+            return Ok(walked);
         };
         Ok(Here {
             fd,
