@@ -45,6 +45,13 @@ pub(crate) const FORWARDED_METHODS: [Method; 7] = [
 ];
 
 /// Whether a gateway forwards requests with this method.
+/// Headers through which common frameworks let a request name another method than its own.
+const METHOD_OVERRIDE_HEADERS: &[&str] = &[
+    "x-http-method-override",
+    "x-http-method",
+    "x-method-override",
+];
+
 pub(crate) fn forwards_method(method: &Method) -> bool {
     FORWARDED_METHODS.contains(method)
 }
@@ -56,7 +63,9 @@ pub(crate) fn forwards_method(method: &Method) -> bool {
 ///   (`%2e`, `%2E`, `.%2e`), with a path parameter (`..;x`, which Tomcat and Jetty read as `..`), or a
 ///   name of dots and spaces only (`...`, `.. `, which Windows servers trim to one);
 /// - an encoded separator, `%2f` or `%5c`, or a backslash: an upstream that decodes before it splits, or
-///   takes `\` for `/`, sees more segments than were checked;
+///   takes `\` for `/`, sees more segments than were checked; likewise a character that Unicode
+///   compatibility folding turns into `.`, `/` or `\` (`%ef%bc%8e` is `．`), and a dot segment ended by
+///   an encoded `?` or `#` (`..%3f`), which an upstream that decodes first reads as `..`;
 /// - an encoded `%` (`%252e`: a second decoding makes a dot of it), an encoded control character or NUL,
 ///   bytes that do not decode to UTF-8 (the overlong `%c0%ae` is a dot to some decoders), and a
 ///   malformed escape.
@@ -92,8 +101,17 @@ pub(crate) fn check_path(rest: &str) -> Result<(), &'static str> {
                 "encoded bytes that are not UTF-8 (overlong forms spell '.' and '/' for some decoders)",
             );
         };
-        // What a server that takes `;` as the start of a path parameter sees as the segment's name.
-        let name = decoded.split(';').next().unwrap_or(decoded);
+        if decoded
+            .chars()
+            .any(|c| FOLDS_TO_A_SEPARATOR_OR_DOT.contains(&c))
+        {
+            return Err(
+                "a character that Unicode compatibility folding (NFKC) turns into '.', '/' or '\\'",
+            );
+        }
+        // What a server sees as the segment's name when it takes `;` for the start of a path parameter,
+        // or decodes `%3f` and `%23` before it finds the query and the fragment.
+        let name = decoded.split([';', '?', '#']).next().unwrap_or(decoded);
         if !name.is_empty() && name.trim_end_matches([' ', '.']).is_empty() {
             return Err(
                 "a dot segment ('.' or '..', in any spelling), which would leave the base path",
@@ -102,6 +120,13 @@ pub(crate) fn check_path(rest: &str) -> Result<(), &'static str> {
     }
     Ok(())
 }
+
+/// Characters an upstream that applies Unicode compatibility folding (NFKC) before routing reads as `.`,
+/// `/` or `\`: the full-width and small forms and the dot leaders (`．`, `／`, `＼`, `﹒`, `﹨`, `․`,
+/// `‥`, `…`).
+const FOLDS_TO_A_SEPARATOR_OR_DOT: &[char] = &[
+    '\u{FF0E}', '\u{FF0F}', '\u{FF3C}', '\u{FE52}', '\u{FE68}', '\u{2024}', '\u{2025}', '\u{2026}',
+];
 
 /// `%XX` escapes decoded once; `None` for a `%` not followed by two hex digits.
 fn percent_decode(text: &str) -> Option<Vec<u8>> {
@@ -249,7 +274,17 @@ pub(crate) async fn serve(mut req: Request<Incoming>, state: &State) -> Response
         });
         text(status, &reason)
     };
-    if !forwards_method(req.method()) {
+    // A method-override header names the method a framework behind the upstream serves instead
+    // (`X-HTTP-Method-Override: TRACE` on a POST): it is judged like the method itself.
+    let overridden = METHOD_OVERRIDE_HEADERS
+        .iter()
+        .flat_map(|h| req.headers().get_all(*h))
+        .map(|v| Method::from_bytes(v.as_bytes()).unwrap_or(Method::CONNECT))
+        .find(|m| !forwards_method(m));
+    if let Some(method) = overridden
+        .as_ref()
+        .or(Some(req.method()).filter(|m| !forwards_method(m)))
+    {
         let allowed: Vec<&str> = FORWARDED_METHODS.iter().map(Method::as_str).collect();
         let allowed = allowed.join(", ");
         let mut response = refuse(
@@ -258,8 +293,7 @@ pub(crate) async fn serve(mut req: Request<Incoming>, state: &State) -> Response
                 "gateway '{}' refuses method {}; it forwards only {allowed} (the methods an API is \
                  called with: an upstream may answer others, TRACE among them, by echoing the request, \
                  and with it the key the gateway adds)",
-                gateway.name,
-                req.method()
+                gateway.name, method
             ),
         );
         if let Ok(value) = HeaderValue::try_from(allowed) {
@@ -482,6 +516,14 @@ mod tests {
             "/%2e%2e%3b/x" => no("dot segment"),
             "/.../x" => no("dot segment"),
             "/..%20/x" => no("dot segment"),
+            "/v1/..%3f" => no("dot segment"),
+            "/v1/..%23/x" => no("dot segment"),
+            "/v1/.%3Fa" => no("dot segment"),
+            "/v1/%ef%bc%8e%ef%bc%8e/x" => no("NFKC"),
+            "/v1/\u{FF0E}\u{FF0E}/x" => no("NFKC"),
+            "/v1/%ef%bc%8f..%ef%bc%8f" => no("NFKC"),
+            "/v1/a\u{2025}b" => no("NFKC"),
+            "/v1/what?" => ok,
             "/v1%2f..%2f..%2fx" => no("encoded '/'"),
             "/v1%2F..%2Fx" => no("encoded '/'"),
             "/v1%2fx" => no("encoded '/'"),
@@ -586,8 +628,15 @@ mod tests {
             dots.contains("refuses the path '/v1/%2e%2e/%2e%2e/x'"),
             "{dots}"
         );
+        let overridden = ask(
+            address,
+            "POST /gateway/api/v1/x HTTP/1.1\r\nHost: 127.0.0.1\r\nX-HTTP-Method-Override: TRACE\r\n\
+             Content-Length: 0\r\nConnection: close\r\n\r\n",
+        );
+        assert!(overridden.starts_with("HTTP/1.1 405"), "{overridden}");
+        assert!(overridden.contains("refuses method TRACE"), "{overridden}");
         let report = proxy.finish();
-        assert_eq!(report.refused_connections, 2);
+        assert_eq!(report.refused_connections, 3);
         assert_eq!(report.gateway_requests, 0);
         assert!(
             report
