@@ -45,7 +45,9 @@
 //!    `/proc/keys` and `/proc/key-users` are masked (kernel keys are not namespaced). A directory the
 //!    policy keeps read-only but in which it names writable files (`.git`, with `index.lock`) is bound
 //!    writable with every other entry bound back read-only; its new names are the mediator's (step 3).
-//! 3. The agent process: signals reset, every descriptor above 2 closed (`close_range`), rlimits set,
+//! 3. The agent process: signals reset, every descriptor above 2 closed (`close_range`), and one of 0 to 2
+//!    that is a directory replaced by `/dev/null` (the kernel would walk `..` from it in the host's
+//!    tree, outside the private root), rlimits set,
 //!    capability bounding set emptied, securebits locked so uid 0 gains nothing on exec, all capabilities
 //!    cleared and checked, `no_new_privs`, then Landlock (filesystem rights mirroring the mounts, plus
 //!    signal and abstract-Unix-socket scoping, which also stops ptrace of anything outside), then a
