@@ -1083,7 +1083,9 @@ fn drop_redundant_binds(entries: &mut Vec<PlannedMount>) {
 }
 
 /// Binds back the entries of `dir` whose own level is above `cap` (the level a glob gave `dir` itself),
-/// each at its level: the bind or mask on `dir` covers its tree, the policy only `dir`.
+/// each at its level, and masks those whose level is below it: the bind or mask on `dir` covers its
+/// tree, the policy only `dir` (issue 35: `read-only = ["out/**"]` beside `write = ["out/*"]` reads
+/// `out/d` but not `out/d/k.txt`, which no rule grants; a read-only bind of `out/d` exposed it).
 fn rebind_children(
     policy: &ResolvedPolicy,
     dir: &Path,
@@ -1119,6 +1121,13 @@ fn rebind_children(
                 }
             };
             entries.push(PlannedMount { path, op });
+        } else if level < cap && !entries.iter().any(|e| e.path == path) {
+            // What lies beneath is bound back by its own rules (a deeper path or glob scope has an
+            // entry of its own), as beneath any mask.
+            entries.push(PlannedMount {
+                op: mask(ft.is_dir()),
+                path,
+            });
         }
     }
 }

@@ -574,3 +574,31 @@ both_users! {
         assert!(!exists(&d.path("work/p[1]*{a,b}/.mcp.json")));
     }
 }
+
+both_users! {
+    /// Issue 35: a glob matching a directory grants that directory entry, not its tree. With `out/*`
+    /// writable and `out/**` read-only, `out/d` is readable but `out/d/k.txt` is granted by no rule:
+    /// `explain` denies it, and so must the kernel (a read-only bind of `out/d` once exposed it). A file
+    /// beneath that a rule does grant stays readable.
+    fn a_glob_on_a_directory_exposes_only_what_is_granted_beneath(d) {
+        d.write("out/d/k.txt", "SECRET\n").write("out/d/ok.txt", "GRANTED\n").mkdir("work");
+        let out_dir = d.path("out");
+        d.write(
+            "policy.toml",
+            &format!(
+                "[profile.agent]\nextends = \"workspace-write\"\nfs.write = [\"{o}/*\"]\n\
+                 fs.read-only = [\"{o}/**\"]\nfs.read = [\"{o}/d/ok.txt\"]\n",
+                o = out_dir.display()
+            ),
+        );
+        let policy = d.path("policy.toml");
+        let policy = policy.to_str().unwrap();
+        let key = d.path("out/d/k.txt");
+        let explained = d.stockade(["explain", "--policy", policy, "--profile", "agent", "--read", key.to_str().unwrap()]).run();
+        explained.stdout_has("DENY");
+        let out = d
+            .stockade(["run", "--policy", policy, "--profile", "agent", "--", "sh", "-c", "cat ../out/d/k.txt; cat ../out/d/ok.txt; ls -d ../out/d && echo listed"])
+            .run();
+        out.ok().stdout_lacks("SECRET").stdout_has("GRANTED").stdout_has("listed");
+    }
+}
