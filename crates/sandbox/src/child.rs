@@ -635,6 +635,10 @@ pub(crate) fn make_dev(
         if sys::file_type(src).is_ok() {
             sys::touch(target, 0o666)?;
             sys::mount(Some(src), target, None, libc::MS_BIND, None)?;
+            // The node is the host's: read-only, so that a program running as root (without
+            // capabilities, but the owner) cannot chmod, chown or touch the host's `/dev/null`, which
+            // Landlock has no right for. Reading and writing the device itself still work.
+            sys::make_readonly(target)?;
         }
     }
     for (target, link) in links {

@@ -751,11 +751,14 @@ impl MountPlan {
         entries: &mut Vec<PlannedMount>,
         listings: &mut Listings,
     ) {
-        // Readable, not writable: where a writable name needs a guard.
+        // Readable, but its bind not writable: where a writable name needs a guard. The level of the
+        // bind, not only of the entry: a write glob matching the directory (`**` over `-x`) makes the
+        // entry writable, but its bind exposes only what its tree inherits (issue 35: `-x/z` under
+        // `write = ["-x/z", "**"]` was EROFS, and a directory `out/**` matched was a mode-000 stub).
         let read_level = |dir: &Path| {
             let canon = CanonicalPath::assume_canonical(dir.to_path_buf());
-            !policy.decide(&canon, Access::Write).is_allow()
-                && policy.decide(&canon, Access::Read).level() == Level::Read
+            policy.decide(&canon, Access::Read).level() >= Level::Read
+                && bind_level(policy, &canon, true) < Level::Write
         };
         let mut guarded: Vec<PathBuf> = Vec::new();
         // Parents already looked at: the built-in profile names twenty of git's files in one `.git`,

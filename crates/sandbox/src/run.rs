@@ -351,8 +351,8 @@ impl SandboxBuilder {
         let mut warnings = Vec::new();
         for (fd, name) in directory_stdio() {
             warnings.push(format!(
-                "{name} is a directory; the program gets /dev/null there instead (a directory handed \
-                 in already open would lead out of the sandbox: `cd /proc/self/fd/{fd}/..`)"
+                "{name} is a directory or a path handle; the program gets /dev/null there instead (it \
+                 would lead out of the sandbox: `cd /proc/self/fd/{fd}/..`)"
             ));
         }
         let abi = landlock_abi();
@@ -605,12 +605,42 @@ pub struct Sandbox {
 /// `explain` allows a program can do, and a cache's writes never reach the host. Elsewhere only a cache
 /// whose parent exists is made. Refuses a cache that is not a directory; one that cannot be made is
 /// named in a warning.
-/// Which of this process's descriptors 0 to 2 are directories, with their names.
+/// Which of this process's descriptors 0 to 2 are directories or path handles (`O_PATH`), with their
+/// names: given to the program, either leads out of the sandbox.
 fn directory_stdio() -> Vec<(RawFd, &'static str)> {
     [(0, "stdin"), (1, "stdout"), (2, "stderr")]
         .into_iter()
-        .filter(|(fd, _)| sys::fstat_kind(*fd).is_ok_and(|k| k == libc::S_IFDIR))
+        .filter(|(fd, _)| {
+            sys::fstat_kind(*fd).is_ok_and(|k| k == libc::S_IFDIR)
+                || sys::status_flags(*fd).is_some_and(|f| f & libc::O_PATH != 0)
+        })
         .collect()
+}
+
+/// Feeds this process's stdin (a file) into the pipe `w` the program reads as its stdin, on a thread of
+/// its own, until the file ends or the program's end is closed (`EPIPE`: `SIGPIPE` is blocked on the
+/// thread, so it ends the copy and not the supervisor).
+fn relay_stdin(w: RawFd) {
+    std::thread::spawn(move || {
+        let _ = sys::block_signals(&[libc::SIGPIPE]);
+        let mut buf = vec![0u8; 64 * 1024];
+        while let Ok(n @ 1..) = sys::read(0, &mut buf) {
+            if sys::write_all(w, buf.get(..n).unwrap_or_default()).is_err() {
+                break;
+            }
+        }
+        sys::close(w);
+    });
+}
+
+/// Whether this process's descriptor `fd` is a file of the host's own (a regular file or a block
+/// device; directories and path handles are replaced, see [`directory_stdio`]): the program gets a pipe
+/// in its place, which the supervisor feeds or drains. Handed over as it is, a program could `fchmod`,
+/// `fchown`, `fsetxattr`, `ftruncate` or `fallocate` the user's file, drop `O_APPEND` from `>> log`,
+/// or reopen it through `/proc/self/fd/N` where Landlock reads its host path without the sandbox's
+/// masks (issue 30, third red-team run). Pipes, sockets and terminals pass as they are.
+fn is_host_file(fd: RawFd) -> bool {
+    sys::fstat_kind(fd).is_ok_and(|k| k == libc::S_IFREG || k == libc::S_IFBLK)
 }
 
 fn prepare_caches(policy: &ResolvedPolicy, warnings: &mut Vec<String>) -> Result<(), SandboxError> {
@@ -1058,7 +1088,16 @@ impl Sandbox {
             .and_then(|s| s.trim().parse().ok())
             .unwrap_or(63);
 
-        let piped = self.stdio == Stdio::Collect || limits.output.is_some();
+        let piped = self.stdio == Stdio::Collect
+            || limits.output.is_some()
+            || is_host_file(1)
+            || is_host_file(2);
+        // A file as stdin is fed to the program through a pipe by a thread of the supervisor.
+        let stdin_relay = if !self.stdin_null && is_host_file(0) {
+            Some(sys::pipe().map_err(SandboxError::io("pipe"))?)
+        } else {
+            None
+        };
         let (err_r, err_w) = sys::pipe().map_err(SandboxError::io("pipe"))?;
         let (status_r, status_w) = sys::pipe().map_err(SandboxError::io("pipe"))?;
         let out = if piped {
@@ -1208,6 +1247,13 @@ impl Sandbox {
                 if let Some(f) = &stdin_null {
                     let _ = sys::dup2(f.as_raw_fd(), 0);
                 }
+                if let Some((r, w)) = stdin_relay {
+                    sys::close(w);
+                    if sys::dup2(r, 0).is_err() {
+                        sys::exit_now(125);
+                    }
+                    sys::close(r);
+                }
                 if let Some(f) = &dev_null_rw {
                     for fd in &directories {
                         if sys::dup2(f.as_raw_fd(), *fd).is_err() {
@@ -1233,6 +1279,7 @@ impl Sandbox {
                 .chain(passed_pipe)
                 .chain(proxy_pair.into_iter().flat_map(|(a, b)| [a, b]))
                 .chain(overlay_pair.into_iter().flat_map(|(a, b)| [a, b]))
+                .chain(stdin_relay.into_iter().flat_map(|(a, b)| [a, b]))
                 {
                     sys::close(fd);
                 }
@@ -1250,6 +1297,10 @@ impl Sandbox {
                 });
             }
         };
+        if let Some((r, w)) = stdin_relay {
+            sys::close(r);
+            relay_stdin(w);
+        }
         // The init has its copy; the mediator, forked next, must not get one.
         drop(made_net);
         sys::close(err_w);
@@ -1286,12 +1337,13 @@ impl Sandbox {
             writable_roots: self.plan.writable_roots(),
         };
         // The mediator keeps no end of the overlays' stream either: the init must see it end when the
-        // overlay thread ends.
+        // overlay thread ends; nor of the stdin relay, whose end the program must see.
         let inherited: Vec<RawFd> = self
             .cache_store
             .iter()
             .map(CacheStore::lock_fd)
             .chain(overlay_pair.map(|(sup, _)| sup))
+            .chain(stdin_relay.map(|(_, w)| w))
             .collect();
         let mediator = crate::mediate::spawn(mediator_sup, &mediator_config, &inherited);
         sys::close(mediator_sup);

@@ -1029,3 +1029,134 @@ both_users! {
         assert!(!exists(&d.work().join("via-init-dirfd")));
     }
 }
+
+const HOST_FILES_ON_STDIO: &str = r#"
+import fcntl
+attempt('fchmod-stdin', lambda: os.fchmod(0, 0o4777))
+attempt('xattr-stdin', lambda: os.setxattr(0, 'user.stockade', b'1'))
+attempt('utime-stdin', lambda: os.utime(0, (0, 0)))
+def write_closed(fd, data):
+    try:
+        return os.write(fd, data)
+    finally:
+        os.close(fd)
+attempt('reopen-stdin-for-write', lambda: write_closed(os.open('/proc/self/fd/0', os.O_WRONLY), b'W'))
+attempt('fchmod-stdout', lambda: os.fchmod(1, 0o600))
+attempt('truncate-stdout', lambda: os.ftruncate(1, 0))
+attempt('drop-append', lambda: (fcntl.fcntl(1, fcntl.F_SETFL, fcntl.fcntl(1, fcntl.F_GETFL) & ~os.O_APPEND), os.lseek(1, 0, 0), os.write(1, b'OVER'))[2])
+attempt('reopen-stdout-for-read', lambda: os.read(os.open('/proc/self/fd/1', os.O_RDONLY | os.O_NONBLOCK), 100))
+print('read', sys.stdin.read().strip(), flush=True)
+"#;
+
+both_users! {
+    outside_tmp
+    /// Files of the user's handed in as stdin and stdout (`< in`, `>> log`) reach the program as pipes the
+    /// supervisor feeds and drains: the program reads the input and appends to the log, and can change
+    /// nothing else about them (mode, owner, extended attributes, times, length, the `O_APPEND` it was
+    /// given), nor reopen them through `/proc/self/fd/N`, where Landlock judges the host's path without
+    /// the sandbox's masks. Unconfined, each of these works on the descriptor it holds. Found by the third
+    /// red-team run (a setuid bit set on a file given as stdin; `>> log` rewritten from its start).
+    fn files_handed_in_on_stdio_are_only_read_and_appended_to(d) {
+        let m = unique_marker();
+        let input = PathBuf::from(format!("/tmp/stockade-deputy-in-{m}"));
+        let log = PathBuf::from(format!("/tmp/stockade-deputy-out-{m}"));
+        let _cleanup = Cleanup(vec![input.clone(), log.clone()]);
+        let script = format!("{PY_ATTEMPT}{HOST_FILES_ON_STDIO}");
+        let run = |control: bool| {
+            std::fs::write(&input, "INPUT").unwrap();
+            std::fs::set_permissions(&input, std::fs::Permissions::from_mode(0o644)).unwrap();
+            std::fs::write(&log, "BEFORE\n").unwrap();
+            give(&d, &input);
+            give(&d, &log);
+            let mut cmd = if control {
+                let mut c = d.as_who();
+                c.args(["/usr/bin/python3", "-c", &script]).current_dir(control_dir(&d));
+                c
+            } else {
+                d.stockade(["run", "--", "python3", "-c", &script]).cmd
+            };
+            let status = cmd
+                .stdin(std::fs::File::open(&input).unwrap())
+                .stdout(std::fs::OpenOptions::new().append(true).open(&log).unwrap())
+                .status()
+                .unwrap();
+            assert!(status.success());
+            let mode = std::fs::metadata(&input).unwrap().permissions().mode() & 0o7777;
+            (std::fs::read_to_string(&log).unwrap(), mode)
+        };
+        let (unconfined, mode) = run(true);
+        assert_ne!(mode, 0o644, "the control must chmod its stdin:\n{unconfined}");
+        assert!(!unconfined.starts_with("BEFORE\n"), "the control must rewrite the log:\n{unconfined}");
+        let (inside, mode) = run(false);
+        assert_eq!(mode, 0o644, "the input's mode changed from inside:\n{inside}");
+        assert!(inside.starts_with("BEFORE\n"), "the log was rewritten:\n{inside}");
+        // The program's own `W`, written into its stdin pipe, may come before or after the input.
+        assert!(inside.lines().any(|l| l.starts_with("read ") && l.contains("INPUT")), "{inside}");
+        assert_eq!(std::fs::read_to_string(&input).unwrap(), "INPUT");
+        // Reopening the pipes is harmless (a second end of the same pipe); the files stay as they were.
+        for name in ["truncate-stdout", "reopen-stdout-for-read"] {
+            assert!(inside.contains(&format!("held {name} ")), "{name}:\n{inside}");
+        }
+        assert!(std::fs::metadata(&log).unwrap().len() > 7, "{inside}");
+    }
+}
+
+/// A path handle (`O_PATH`) as stdin leads out of the sandbox like a directory (its `/proc/self/fd/0` is
+/// reopened as the host's path, without the sandbox's masks): the program gets `/dev/null` instead.
+#[test]
+fn a_path_handle_on_stdin_is_replaced() {
+    if !landlock_ready() {
+        return;
+    }
+    let d = TestDir::outside_tmp(Who::Root);
+    let m = unique_marker();
+    let secret = PathBuf::from(format!("/tmp/stockade-deputy-opath-{m}"));
+    std::fs::write(&secret, "OPATHSECRET").unwrap();
+    let _cleanup = Cleanup(vec![secret.clone()]);
+    let launcher = format!(
+        "import os, sys\nfd = os.open({secret:?}, os.O_PATH)\nos.dup2(fd, 0)\nos.execv(sys.argv[1], sys.argv[1:])\n",
+        secret = secret.display().to_string()
+    );
+    let out = Command::new("python3")
+        .args(["-c", &launcher])
+        .arg(bin())
+        .args(["run", "--", "sh", "-c", "cat /proc/self/fd/0; echo end"])
+        .current_dir(d.work())
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stdout.contains("end") && !stdout.contains("OPATHSECRET"),
+        "{stdout}\n{stderr}"
+    );
+    assert!(
+        stderr.contains("stdin is a directory or a path handle"),
+        "{stderr}"
+    );
+}
+
+/// The sandbox's `/dev` holds the host's device nodes, read-only: a program running as root (the owner,
+/// though without capabilities) cannot chmod or touch the host's `/dev/null`, which Landlock has no
+/// right for; the devices themselves still read and write. (As another user the kernel refuses anyway.)
+#[test]
+fn the_hosts_device_nodes_cannot_be_changed() {
+    if !landlock_ready() || !is_root() {
+        eprintln!("SKIPPED: needs root and Landlock");
+        return;
+    }
+    let d = TestDir::outside_tmp(Who::Root);
+    let before = std::fs::metadata("/dev/null").unwrap();
+    let out = d.sh(&[], "chmod 1666 /dev/null; touch -d 2001-01-01 /dev/zero; echo x > /dev/null && head -c 2 /dev/zero | wc -c");
+    let after = std::fs::metadata("/dev/null").unwrap();
+    if after.permissions().mode() != before.permissions().mode() {
+        std::fs::set_permissions("/dev/null", before.permissions()).unwrap();
+        panic!("the host's /dev/null was chmod'ed from inside");
+    }
+    use std::os::unix::fs::MetadataExt;
+    assert!(
+        std::fs::metadata("/dev/zero").unwrap().mtime() > 1_000_000_000 + 100_000_000,
+        "/dev/zero touched"
+    );
+    out.ok().stdout_has("2").stderr_has("Read-only file system");
+}

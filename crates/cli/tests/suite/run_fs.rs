@@ -602,3 +602,37 @@ both_users! {
         out.ok().stdout_lacks("SECRET").stdout_has("GRANTED").stdout_has("listed");
     }
 }
+
+both_users! {
+    /// Issue 35: the kernel refused what `explain` allows in two shapes where a write glob matches a
+    /// directory whose tree no path rule makes writable. `write = ["-x/z", "**"]`: creating the missing
+    /// `-x/z` (and any new name the glob matches there) was EROFS, `-x` being bound read-only; `write =
+    /// ["out/**"]`: `out/d/deep` was a mode-000 stub, so `ls` failed. Such directories are now guarded
+    /// (bound writable, their entries bound back at their own levels, new names checked by the mediator).
+    fn write_globs_on_directories_give_what_explain_says(d) {
+        d.write("work/-x/keep", "K\n").write("work/out/d/deep/f", "F\n").write("work/out/top", "T\n");
+        d.write(
+            "policy.toml",
+            "[profile.p]\nbase = \"${CWD}\"\nextends = \"system\"\nfs.read = [\"${CWD}\"]\n\
+             fs.write = [\"-x/z\", \"out/**\"]\n\n[profile.q]\nbase = \"${CWD}\"\nextends = \"system\"\n\
+             fs.read = [\"${CWD}\"]\nfs.write = [\"-x/z\", \"**\"]\n",
+        );
+        let policy = d.path("policy.toml");
+        let policy = policy.to_str().unwrap();
+        let run = |profile: &str, script: &str| d.stockade(["run", "--policy", policy, "--profile", profile, "--", "sh", "-c", script]).run();
+        for profile in ["p", "q"] {
+            let explained = d.stockade(["explain", "--policy", policy, "--profile", profile, "--write", "./-x/z"]).run();
+            explained.stdout_has("ALLOW");
+        }
+        run("q", "echo z > ./-x/z && echo new > ./-x/new && echo made").ok().stdout_has("made");
+        assert_eq!(d.read("work/-x/z").as_deref(), Some("z\n"));
+        run("p", "ls out/d/deep && cat out/d/deep/f && echo n > out/d/deep/new && echo made")
+            .ok()
+            .stdout_has("f\nF\nmade");
+        assert_eq!(d.read("work/out/d/deep/new").as_deref(), Some("n\n"));
+        // Beside them, what the policy does not make writable stays so.
+        let held = run("p", "echo x > ./-x/other || echo held-other; echo x >> ./-x/keep || echo held-keep");
+        held.ok().stdout_has("held-other").stdout_has("held-keep");
+        assert_eq!(d.read("work/-x/keep").as_deref(), Some("K\n"));
+    }
+}
