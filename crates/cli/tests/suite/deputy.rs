@@ -111,6 +111,19 @@ fn inside(d: &TestDir, flags: &[&str], script: &str, args: &[&str]) -> Out {
     d.stockade(argv).run()
 }
 
+/// `python3 -c SCRIPT` unconfined in the control's directory (`control`), or under `stockade run` in
+/// the project, as the test directory's user; the caller sets its stdio.
+fn python(d: &TestDir, script: &str, control: bool) -> Command {
+    if control {
+        let mut c = d.as_who();
+        c.args(["/usr/bin/python3", "-c", script])
+            .current_dir(control_dir(d));
+        c
+    } else {
+        d.stockade(["run", "--", "python3", "-c", script]).cmd
+    }
+}
+
 /// Removes its paths when dropped (files, sockets or directories), so a failing test leaves no trace.
 struct Cleanup(Vec<PathBuf>);
 
@@ -953,13 +966,7 @@ both_users! {
             std::fs::write(&log, "BEFORE\n").unwrap();
             give(&d, &log);
             let out = std::fs::OpenOptions::new().append(true).open(&log).unwrap();
-            let mut cmd = if control {
-                let mut c = d.as_who();
-                c.args(["/usr/bin/python3", "-c", &script]).current_dir(control_dir(&d));
-                c
-            } else {
-                d.stockade(["run", "--", "python3", "-c", &script]).cmd
-            };
+            let mut cmd = python(&d, &script, control);
             let status = cmd.stdout(out).stdin(Stdio::null()).status().unwrap();
             assert!(status.success());
             std::fs::read_to_string(&log).unwrap()
@@ -1069,13 +1076,7 @@ both_users! {
             std::fs::write(&log, "BEFORE\n").unwrap();
             give(&d, &input);
             give(&d, &log);
-            let mut cmd = if control {
-                let mut c = d.as_who();
-                c.args(["/usr/bin/python3", "-c", &script]).current_dir(control_dir(&d));
-                c
-            } else {
-                d.stockade(["run", "--", "python3", "-c", &script]).cmd
-            };
+            let mut cmd = python(&d, &script, control);
             let status = cmd
                 .stdin(std::fs::File::open(&input).unwrap())
                 .stdout(std::fs::OpenOptions::new().append(true).open(&log).unwrap())
