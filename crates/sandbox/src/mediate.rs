@@ -898,7 +898,22 @@ impl Mediator<'_> {
                     );
                     return match made {
                         Ok(_) => Some(Answer::Continue),
-                        Err(e) if errno(&e) == libc::EEXIST => Some(Answer::Continue),
+                        // What exists is the caller's to open, unless it is a symlink (`O_EXCL` answers
+                        // EEXIST for a dangling one too): following it is the general road's, which
+                        // judges where it leads (issue 35: a dangling link in a directory where names
+                        // matter was left to the kernel, which Landlock refused).
+                        Err(e) if errno(&e) == libc::EEXIST => {
+                            let is_link = sys::openat2_exact(
+                                root_fd,
+                                &rel,
+                                libc::O_PATH | libc::O_NOFOLLOW | libc::O_CLOEXEC,
+                                0,
+                            )
+                            .ok()
+                            .and_then(|f| sys::fstat_kind(f.as_raw_fd()).ok())
+                                == Some(libc::S_IFLNK);
+                            (!is_link).then_some(Answer::Continue)
+                        }
                         Err(_) => None,
                     };
                 }

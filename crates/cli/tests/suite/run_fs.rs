@@ -636,3 +636,25 @@ both_users! {
         assert_eq!(d.read("work/-x/keep").as_deref(), Some("K\n"));
     }
 }
+
+both_users! {
+    /// Issue 35: creating through a dangling symlink where names matter (a `deny **/.*` beside
+    /// `workspace-write`) makes the link's target, as `explain` allows; it was refused, the mediator
+    /// having taken `O_EXCL`'s EEXIST for the link as the file being there. A link to a protected name
+    /// still creates nothing.
+    fn creating_through_a_dangling_link_makes_its_target(d) {
+        d.mkdir("work/generated");
+        std::os::unix::fs::symlink("../target-file", d.path("work/generated/via")).unwrap();
+        std::os::unix::fs::symlink("../.mcp.json", d.path("work/generated/to-protected")).unwrap();
+        d.chown_all();
+        d.write("policy.toml", "[profile.p]\nextends = \"workspace-write\"\nfs.deny = [\"**/.*\"]\n");
+        let policy = d.path("policy.toml");
+        let out = d
+            .stockade(["run", "--policy", policy.to_str().unwrap(), "--profile", "p", "--", "sh", "-c",
+                "echo x > generated/via && echo made; echo y > generated/to-protected || echo held"])
+            .run();
+        out.ok().stdout_has("made").stdout_has("held");
+        assert_eq!(d.read("work/target-file").as_deref(), Some("x\n"));
+        assert!(!exists(&d.path("work/.mcp.json")));
+    }
+}
