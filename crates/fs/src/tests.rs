@@ -240,6 +240,33 @@ fn writes_through_links_leading_out_leave_the_outside_unchanged() {
     assert!(!f.base.join("stolen.rs").exists());
 }
 
+/// Issue 35: a write through a dangling link inside makes the file it names, judged by that file's path,
+/// as `explain`, the hook and the kernel do; a chain of links is followed; one to a denied name is refused.
+#[test]
+fn writes_through_dangling_links_inside_make_their_target() {
+    let f = fixture();
+    let root = with_policy(
+        &f,
+        "[profile.p]\nfs.write = [\"${CWD}\"]\nfs.deny = [\"**/.env\"]\n",
+        true,
+    );
+    symlink("../made.txt", f.repo.join("src/via")).unwrap();
+    symlink("src/via", f.repo.join("chain")).unwrap();
+    symlink("nested/.env", f.repo.join("src/to-denied")).unwrap();
+    let made = root.write_file("src/via", "one").unwrap();
+    assert_eq!(
+        (made.path.as_str(), made.action.as_str()),
+        ("made.txt", "created")
+    );
+    assert_eq!(fs::read_to_string(f.repo.join("made.txt")).unwrap(), "one");
+    fs::remove_file(f.repo.join("made.txt")).unwrap();
+    root.write_file("chain", "two").unwrap();
+    assert_eq!(fs::read_to_string(f.repo.join("made.txt")).unwrap(), "two");
+    let err = root.write_file("src/to-denied", "pwned").unwrap_err();
+    assert!(err.is_refusal(), "{err}");
+    assert!(!f.repo.join("src/nested/.env").exists());
+}
+
 fn edit(old: &str, new: &str) -> Edit {
     Edit {
         old_text: old.to_string(),

@@ -89,8 +89,21 @@ impl Root {
         Ok(File::from(fd))
     }
 
-    /// Writes `content` to a file, creating it (not its parents) or replacing what it holds.
+    /// Writes `content` to a file, creating it (not its parents) or replacing what it holds. A dangling
+    /// symlink is followed, as the kernel would: the file it names is created, judged by its own path
+    /// (issue 35: the tools refused what `explain` and the hook allow).
     pub fn write_file(&self, path: &str, content: &str) -> Result<WriteOutcome, FsError> {
+        self.write_file_following(path, content, 0)
+    }
+
+    fn write_file_following(
+        &self,
+        path: &str,
+        content: &str,
+        hops: u32,
+    ) -> Result<WriteOutcome, FsError> {
+        /// Symlinks followed for one write, as the kernel's own limit.
+        const MAX_HOPS: u32 = 40;
         let relative = self.relative(path)?;
         match self.open_beneath(path, &relative, OFlags::PATH) {
             Ok(opened) => {
@@ -110,6 +123,15 @@ impl Root {
             }
             Err(FsError::NotFound { .. }) => {
                 let slot = self.slot(path, &relative)?;
+                if let Ok(target) = rustix::fs::readlinkat(&slot.parent.fd, &slot.name, Vec::new())
+                    && hops < MAX_HOPS
+                {
+                    // Where the link leads, spelled from the root's real path: `relative` and the opens
+                    // beneath the root then refuse it if it leads out.
+                    let target = PathBuf::from(std::ffi::OsStr::from_bytes(target.as_bytes()));
+                    let next = slot.parent.real.join(target);
+                    return self.write_file_following(&self.display(&next), content, hops + 1);
+                }
                 let real = slot.real();
                 self.check(path, &real, Access::Write)?;
                 let fd = self.create_in(path, &slot, OFlags::WRONLY)?;
