@@ -150,19 +150,24 @@ pub(crate) fn run(args: RunArgs, json: bool, audit: &AuditLog) -> anyhow::Result
     }
     // The mediator's refusals, each with the rule that decided it, as the hook and the file tools log theirs.
     let mediator_records = outcome.refusals.iter().map(|r| {
-        let canonical = stockade_policy::CanonicalPath::assume_canonical(r.path.clone());
-        let explained = r
-            .reason
-            .explanation()
-            .is_none()
-            .then(|| policy.explain(&canonical, r.access));
-        let why = match (r.reason.explanation(), &explained) {
-            (Some(why), _) => why.to_string(),
-            (None, Some(e)) => e.denial.as_ref().map_or_else(
-                || "not allowed".to_string(),
-                |d| format!("{} ({})", d.reason, d.fix),
+        // A refusal no rule decided (what the mediator follows for the program) says so itself.
+        let (why, rule) = match r.reason.explanation() {
+            Some(why) => (
+                why.to_string(),
+                Some(
+                    "built-in: what the mediator follows for the program (SECURITY.md, deputies)"
+                        .to_string(),
+                ),
             ),
-            (None, None) => "not allowed".to_string(),
+            None => {
+                let canonical = stockade_policy::CanonicalPath::assume_canonical(r.path.clone());
+                let explained = policy.explain(&canonical, r.access);
+                let why = explained.denial.as_ref().map_or_else(
+                    || "not allowed".to_string(),
+                    |d| format!("{} ({})", d.reason, d.fix),
+                );
+                (why, explained.deciding_rule)
+            }
         };
         let mut record = AuditRecord::new(
             Layer::Kernel,
@@ -177,15 +182,8 @@ pub(crate) fn run(args: RunArgs, json: bool, audit: &AuditLog) -> anyhow::Result
         .path(r.path.to_string_lossy())
         .access(r.access.to_string())
         .command(command_line.clone());
-        match explained.and_then(|e| e.deciding_rule) {
-            Some(rule) => record = record.rule(rule),
-            None if r.reason.explanation().is_some() => {
-                record = record.rule(
-                    "built-in: what the mediator follows for the program (SECURITY.md, deputies)"
-                        .to_string(),
-                );
-            }
-            None => {}
+        if let Some(rule) = rule {
+            record = record.rule(rule);
         }
         record
     });

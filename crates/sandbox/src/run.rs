@@ -597,14 +597,6 @@ pub struct Sandbox {
     warnings: Vec<String>,
 }
 
-/// Makes each missing cache directory (a `cache` scope that decides its own path), as the tool that owns
-/// it would on first use: an overlay needs a directory to mount on, and the host's home is read-only
-/// inside. Its missing parents are made too where they would lie beneath the user's home (`~/.cache` on
-/// a fresh account, which pip and uv would create) or in a directory programs may write (where a program
-/// would otherwise make the cache's directory itself, on the host, and write through it): so what
-/// `explain` allows a program can do, and a cache's writes never reach the host. Elsewhere only a cache
-/// whose parent exists is made. Refuses a cache that is not a directory; one that cannot be made is
-/// named in a warning.
 /// Which of this process's descriptors 0 to 2 are directories or path handles (`O_PATH`), with their
 /// names: given to the program, either leads out of the sandbox.
 fn directory_stdio() -> Vec<(RawFd, &'static str)> {
@@ -643,6 +635,14 @@ fn is_host_file(fd: RawFd) -> bool {
     sys::fstat_kind(fd).is_ok_and(|k| k == libc::S_IFREG || k == libc::S_IFBLK)
 }
 
+/// Makes each missing cache directory (a `cache` scope that decides its own path), as the tool that owns
+/// it would on first use: an overlay needs a directory to mount on, and the host's home is read-only
+/// inside. Its missing parents are made too where they would lie beneath the user's home (`~/.cache` on
+/// a fresh account, which pip and uv would create) or in a directory programs may write (where a program
+/// would otherwise make the cache's directory itself, on the host, and write through it): so what
+/// `explain` allows a program can do, and a cache's writes never reach the host. Elsewhere only a cache
+/// whose parent exists is made. Refuses a cache that is not a directory; one that cannot be made is
+/// named in a warning.
 fn prepare_caches(policy: &ResolvedPolicy, warnings: &mut Vec<String>) -> Result<(), SandboxError> {
     // Canonical, as the caches' paths are; looked up once, and only when a cache's parent is missing.
     let home = std::cell::OnceCell::new();

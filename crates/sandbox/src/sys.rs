@@ -679,7 +679,6 @@ pub(crate) fn fill_random(buf: &mut [u8]) {
     let _ = unsafe { libc::getrandom(buf.as_mut_ptr().cast(), buf.len(), 0) };
 }
 
-/// Whether `fd`'s open file description is non-blocking.
 /// The status flags of an open file (`F_GETFL`: the access mode, `O_APPEND`, `O_PATH`, ...); `None` when
 /// it cannot be examined.
 pub(crate) fn status_flags(fd: RawFd) -> Option<c_int> {
@@ -688,10 +687,9 @@ pub(crate) fn status_flags(fd: RawFd) -> Option<c_int> {
     (flags >= 0).then_some(flags)
 }
 
+/// Whether `fd`'s open file description is non-blocking.
 pub(crate) fn is_nonblocking(fd: RawFd) -> bool {
-    // SAFETY: integer arguments.
-    let flags = unsafe { libc::fcntl(fd, libc::F_GETFL) };
-    flags >= 0 && flags & libc::O_NONBLOCK != 0
+    status_flags(fd).is_some_and(|f| f & libc::O_NONBLOCK != 0)
 }
 
 pub(crate) fn setrlimit(resource: libc::__rlimit_resource_t, value: u64) -> io::Result<()> {

@@ -249,14 +249,7 @@ impl AgentView {
             0,
         )?;
         let mut text = Vec::new();
-        let mut buf = [0u8; 16384];
-        loop {
-            let n = sys::read(mountinfo.as_raw_fd(), &mut buf)?;
-            if n == 0 {
-                break;
-            }
-            text.extend_from_slice(buf.get(..n).unwrap_or_default());
-        }
+        std::io::Read::read_to_end(&mut std::fs::File::from(mountinfo), &mut text)?;
         let (mut mounts, mut proc_mounts) = (HashSet::new(), HashSet::new());
         for line in text.split(|b| *b == b'\n') {
             // `ID PARENT MAJOR:MINOR ROOT POINT OPTIONS [OPTIONAL...] - FSTYPE SOURCE SUPER`
