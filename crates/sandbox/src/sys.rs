@@ -1245,12 +1245,13 @@ pub(crate) fn openat2_no_magiclinks(
 }
 
 /// What `statx` tells of an open descriptor in one call: its mount's id (as `mountinfo`'s first field),
-/// device and inode.
+/// device, inode and file type (`S_IFMT` bits).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct FileIds {
     pub mount: u64,
     pub dev: u64,
     pub ino: u64,
+    pub kind: u32,
 }
 
 /// [`FileIds`] of an open descriptor (an `O_PATH` one will do).
@@ -1263,7 +1264,7 @@ pub(crate) fn file_ids(fd: RawFd) -> io::Result<FileIds> {
             fd,
             c"".as_ptr(),
             libc::AT_EMPTY_PATH | libc::AT_SYMLINK_NOFOLLOW,
-            libc::STATX_MNT_ID | libc::STATX_INO,
+            libc::STATX_MNT_ID | libc::STATX_INO | libc::STATX_TYPE,
             &mut stx,
         )
     })?;
@@ -1274,6 +1275,7 @@ pub(crate) fn file_ids(fd: RawFd) -> io::Result<FileIds> {
         mount: stx.stx_mnt_id,
         dev: libc::makedev(stx.stx_dev_major, stx.stx_dev_minor),
         ino: stx.stx_ino,
+        kind: u32::from(stx.stx_mode) & libc::S_IFMT,
     })
 }
 

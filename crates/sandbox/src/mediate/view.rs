@@ -208,8 +208,6 @@ enum Start {
 struct Here {
     fd: OwnedFd,
     place: Place,
-    /// Its device, to notice a mount crossed (0: not known).
-    dev: u64,
 }
 
 /// What the last component came to.
@@ -411,7 +409,6 @@ impl Walk<'_> {
         Ok(Here {
             fd,
             place: Place::Files,
-            dev: 0,
         })
     }
 
@@ -428,75 +425,58 @@ impl Walk<'_> {
         Stop::Refused(self.path_of(fd, name), RefusalReason::OutsideOwnProc)
     }
 
-    /// A directory the caller holds (its working directory, a descriptor, `/proc/self/fd/N`), which must
-    /// lie on one of the sandbox's own mounts: one handed to the program already open from outside
-    /// (`< DIR`) has names that are not the sandbox's, and a path judged by them would act elsewhere.
-    /// One `statx` tells all three: the mount (the sandbox's own, and whether procfs), the device and
-    /// the inode (the procfs root's is 1). A directory inside the sandbox's `/proc` (`mkdir -p` walks
-    /// `/proc/self` by descriptors) is placed by walking its path from the root, which judges every step,
-    /// and taken only if that walk reaches the very same directory.
-    fn held_dir(&mut self, fd: OwnedFd) -> Result<Here, Stop> {
-        let ids = sys::file_ids(fd.as_raw_fd()).map_err(io)?;
+    /// Where a directory lies, from its mount: on one of the sandbox's own mounts (else refused: a
+    /// directory handed to the program already open from outside, `< DIR`, has names that are not the
+    /// sandbox's, and a path judged by them would act elsewhere), and in procfs or not. `None` for a
+    /// directory inside the sandbox's `/proc` other than its root, whose place only a walk can tell.
+    fn place_of(&self, fd: &OwnedFd, ids: &sys::FileIds) -> Result<Option<Place>, Stop> {
         if !self.view.mounts.contains(&ids.mount) {
             return Err(Stop::Refused(
-                self.path_of(&fd, b""),
+                self.path_of(fd, b""),
                 RefusalReason::OutsideView,
             ));
         }
-        let place = if !self.view.proc_mounts.contains(&ids.mount) {
-            Place::Files
+        Ok(if !self.view.proc_mounts.contains(&ids.mount) {
+            Some(Place::Files)
         } else if Some(ids.dev) == self.view.proc_dev && ids.ino == PROC_ROOT_INO {
-            Place::ProcRoot
+            Some(Place::ProcRoot)
         } else {
-            let path = self.path_of(&fd, b"");
-            let walked = self.walk(None, path.as_os_str().as_bytes())?;
-            let same = sys::file_ids(walked.fd.as_raw_fd()).is_ok_and(|w| w == ids);
-            if !same {
-                return Err(self.refuse(&fd, b""));
-            }
-            return Ok(walked);
-        };
-        Ok(Here {
-            fd,
-            place,
-            dev: ids.dev,
+            None
         })
     }
 
+    /// A directory reached other than by a step the walk tracks (`..`, a mount crossed): files, or the
+    /// root of the sandbox's own `/proc`; anything else is refused.
+    fn placed(&self, fd: OwnedFd, ids: &sys::FileIds) -> Result<Here, Stop> {
+        match self.place_of(&fd, ids)? {
+            Some(place) => Ok(Here { fd, place }),
+            None => Err(self.refuse(&fd, b"")),
+        }
+    }
+
+    /// A directory the caller holds (its working directory, a descriptor, `/proc/self/fd/N`), placed by
+    /// [`Walk::place_of`]. One inside the sandbox's `/proc` (`mkdir -p` walks `/proc/self` by
+    /// descriptors) is placed by walking its path from the root, which judges every step, and taken only
+    /// if that walk reaches the very same directory.
+    fn held_dir(&mut self, fd: OwnedFd) -> Result<Here, Stop> {
+        let ids = sys::file_ids(fd.as_raw_fd()).map_err(io)?;
+        if let Some(place) = self.place_of(&fd, &ids)? {
+            return Ok(Here { fd, place });
+        }
+        let path = self.path_of(&fd, b"");
+        let walked = self.walk(None, path.as_os_str().as_bytes())?;
+        if sys::file_ids(walked.fd.as_raw_fd()).is_ok_and(|w| w == ids) {
+            Ok(walked)
+        } else {
+            Err(self.refuse(&fd, b""))
+        }
+    }
+
     /// The caller's directory for `dirfd` (its working directory for `AT_FDCWD`): the caller's own,
-    /// reached through the host's `/proc`. One inside a procfs other than the sandbox's `/proc` itself is
-    /// refused: where in it the caller stands is not known to the walk.
+    /// reached through the host's `/proc`, placed by [`Walk::held_dir`].
     fn caller_dir(&mut self, dirfd: i32) -> Result<Here, Stop> {
         let fd = self.call.dir(self.host, dirfd)?;
         self.held_dir(fd)
-    }
-
-    /// A directory reached other than by a step the walk tracks (a descriptor, `..`, a mount crossed):
-    /// outside procfs, or the root of the sandbox's own; anything else is refused.
-    fn placed(&self, fd: OwnedFd, from_dev: u64) -> Result<Here, Stop> {
-        let st = sys::fstat(fd.as_raw_fd()).map_err(io)?;
-        if st.st_dev == from_dev {
-            return Ok(Here {
-                fd,
-                place: Place::Files,
-                dev: st.st_dev,
-            });
-        }
-        if !sys::is_procfs(fd.as_raw_fd()).map_err(io)? {
-            return Ok(Here {
-                fd,
-                place: Place::Files,
-                dev: st.st_dev,
-            });
-        }
-        if Some(st.st_dev) == self.view.proc_dev && st.st_ino == PROC_ROOT_INO {
-            return Ok(Here {
-                fd,
-                place: Place::ProcRoot,
-                dev: st.st_dev,
-            });
-        }
-        Err(self.refuse(&fd, b""))
     }
 
     /// The directory `text` names from `start` (the root when `None`).
@@ -527,7 +507,6 @@ impl Walk<'_> {
             return Ok(Here {
                 fd,
                 place: Place::Files,
-                dev: ids.dev,
             });
         }
         let start = match start {
@@ -552,7 +531,7 @@ impl Walk<'_> {
     }
 
     /// Opens `name` in `here` without following it.
-    fn open_in(&self, here: &Here, name: &[u8]) -> Result<(OwnedFd, libc::stat), Stop> {
+    fn open_in(&self, here: &Here, name: &[u8]) -> Result<(OwnedFd, sys::FileIds), Stop> {
         let fd = sys::openat(
             here.fd.as_raw_fd(),
             &cstr(name),
@@ -560,8 +539,8 @@ impl Walk<'_> {
             0,
         )
         .map_err(io)?;
-        let st = sys::fstat(fd.as_raw_fd()).map_err(io)?;
-        Ok((fd, st))
+        let ids = sys::file_ids(fd.as_raw_fd()).map_err(io)?;
+        Ok((fd, ids))
     }
 
     /// Physical `..` of `here`.
@@ -593,7 +572,6 @@ impl Walk<'_> {
         Ok(Here {
             fd,
             place: Place::Own { depth: 0 },
-            dev: proc_root.dev,
         })
     }
 
@@ -612,11 +590,13 @@ impl Walk<'_> {
                     return Ok(here);
                 }
                 let up = self.up(&here)?;
-                self.placed(up, here.dev)
+                let ids = sys::file_ids(up.as_raw_fd()).map_err(io)?;
+                self.placed(up, &ids)
             }
             Place::ProcRoot if dotdot => {
                 let up = self.up(&here)?;
-                self.placed(up, here.dev)
+                let ids = sys::file_ids(up.as_raw_fd()).map_err(io)?;
+                self.placed(up, &ids)
             }
             Place::ProcOther { depth } if dotdot => {
                 let fd = self.up(&here)?;
@@ -624,11 +604,7 @@ impl Walk<'_> {
                     0 | 1 => Place::ProcRoot,
                     d => Place::ProcOther { depth: d - 1 },
                 };
-                Ok(Here {
-                    fd,
-                    place,
-                    dev: here.dev,
-                })
+                Ok(Here { fd, place })
             }
             // Up within the caller's own directory, or from it to the sandbox's `/proc` (a thread's
             // directory reached through `task/<tid>` goes up to that `task`); never further by this
@@ -637,7 +613,7 @@ impl Walk<'_> {
                 let fd = self.up(&here)?;
                 let place = match here.place {
                     Place::Own { depth: 0 } => {
-                        if sys::fstat(fd.as_raw_fd()).map_err(io)?.st_ino == PROC_ROOT_INO {
+                        if sys::file_ids(fd.as_raw_fd()).map_err(io)?.ino == PROC_ROOT_INO {
                             Place::ProcRoot
                         } else {
                             Place::OwnTasks
@@ -646,17 +622,13 @@ impl Walk<'_> {
                     Place::Own { depth } => Place::Own { depth: depth - 1 },
                     _ => Place::Own { depth: 0 },
                 };
-                Ok(Here {
-                    fd,
-                    place,
-                    dev: here.dev,
-                })
+                Ok(Here { fd, place })
             }
             Place::Files => {
-                let (fd, st) = self.open_in(&here, c)?;
-                match st.st_mode & libc::S_IFMT {
+                let (fd, ids) = self.open_in(&here, c)?;
+                match ids.kind {
                     libc::S_IFLNK => self.expand(here, &fd, todo),
-                    libc::S_IFDIR => self.placed(fd, here.dev),
+                    libc::S_IFDIR => self.placed(fd, &ids),
                     _ => Err(Stop::Errno(libc::ENOTDIR)),
                 }
             }
@@ -672,28 +644,27 @@ impl Walk<'_> {
                     return Ok(Here {
                         fd,
                         place: Place::Own { depth: 0 },
-                        dev: here.dev,
                     });
                 }
                 // `mounts`, `net` and the like are plain links to `self/...`.
-                let (fd, st) = self.open_in(&here, c)?;
-                match st.st_mode & libc::S_IFMT {
+                let (fd, ids) = self.open_in(&here, c)?;
+                match ids.kind {
                     libc::S_IFLNK => self.expand(here, &fd, todo),
-                    libc::S_IFDIR => self.beneath(fd, st.st_dev, here.dev, 1),
+                    libc::S_IFDIR => self.beneath(fd, &ids, 1),
                     _ => Err(Stop::Errno(libc::ENOTDIR)),
                 }
             }
             Place::ProcOther { depth } => {
-                let (fd, st) = self.open_in(&here, c)?;
-                match st.st_mode & libc::S_IFMT {
-                    libc::S_IFDIR => self.beneath(fd, st.st_dev, here.dev, depth + 1),
+                let (fd, ids) = self.open_in(&here, c)?;
+                match ids.kind {
+                    libc::S_IFDIR => self.beneath(fd, &ids, depth + 1),
                     libc::S_IFLNK => Err(self.refuse(&here.fd, c)),
                     _ => Err(Stop::Errno(libc::ENOTDIR)),
                 }
             }
             Place::Own { depth } => {
-                let (fd, st) = self.open_in(&here, c)?;
-                match st.st_mode & libc::S_IFMT {
+                let (fd, ids) = self.open_in(&here, c)?;
+                match ids.kind {
                     libc::S_IFLNK if depth == 0 && c == b"cwd" => self.caller_dir(libc::AT_FDCWD),
                     libc::S_IFLNK if depth == 0 && c == b"root" => self.root(),
                     libc::S_IFLNK => Err(self.refuse(&here.fd, c)),
@@ -703,11 +674,7 @@ impl Walk<'_> {
                             b"task" if depth == 0 => Place::OwnTasks,
                             _ => Place::Own { depth: depth + 1 },
                         };
-                        Ok(Here {
-                            fd,
-                            place,
-                            dev: here.dev,
-                        })
+                        Ok(Here { fd, place })
                     }
                     _ => Err(Stop::Errno(libc::ENOTDIR)),
                 }
@@ -721,7 +688,6 @@ impl Walk<'_> {
                 Ok(Here {
                     fd,
                     place: Place::Own { depth: 0 },
-                    dev: here.dev,
                 })
             }
             Place::OwnFds => {
@@ -736,19 +702,11 @@ impl Walk<'_> {
 
     /// A directory beneath `/proc` outside every process's: still procfs, or a mount on it (another
     /// filesystem, judged as files).
-    fn beneath(&self, fd: OwnedFd, dev: u64, proc_dev: u64, depth: u32) -> Result<Here, Stop> {
-        if dev != proc_dev && !sys::is_procfs(fd.as_raw_fd()).map_err(io)? {
-            return Ok(Here {
-                fd,
-                place: Place::Files,
-                dev,
-            });
-        }
-        Ok(Here {
-            fd,
-            place: Place::ProcOther { depth },
-            dev,
-        })
+    fn beneath(&self, fd: OwnedFd, ids: &sys::FileIds, depth: u32) -> Result<Here, Stop> {
+        let place = self
+            .place_of(&fd, ids)?
+            .unwrap_or(Place::ProcOther { depth });
+        Ok(Here { fd, place })
     }
 
     /// A symlink met on the way: its text goes before what is left of the path.
